@@ -1,0 +1,218 @@
+"""Export a trained CapsNet to ONNX, check parity with PyTorch, measure it, and write the model card.
+
+`python -m model.export --checkpoint checkpoints/best.pt` writes into `weights/`:
+- capsnet.onnx: image [N,1,28,28] float32 (0 background, 1 ink) -> lengths [N,10], poses [N,10,16],
+  reconstruction [N,1,28,28] (decoder on the longest capsule), coupling [N,1152,10] (final c_ij,
+  primary capsule index = channel*36 + row*6 + col);
+- decoder.onnx: digit int64 [N], pose float32 [N,16] -> reconstruction [N,1,28,28];
+- model-card.json: sizes, recipe, every epoch, onnxruntime test accuracy, sha256 of both files.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import platform
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from model.capsnet import CapsNet, CapsNetConfig, count_parameters
+
+log = logging.getLogger("capsnet.export")
+
+OPSET = 18
+MODEL_NAME = "capsnet-mnist"
+PARITY_ATOL = 1e-4
+DEVIATIONS = [
+    "Routing iterations before the last use a detached u_hat: gradients reach W only through the final "
+    "iteration (forward pass unchanged).",
+    "squash uses sqrt(|s|^2 + 1e-8) so that a zero vector has a finite gradient.",
+    "Learning rate: Adam 1e-3 with exponential decay per epoch (the paper gives no schedule).",
+]
+
+
+class ExportedCapsNet(CapsNet):
+    """The network with a positional, tuple-returning forward, as ONNX wants; parameter names unchanged."""
+
+    def forward(self, image: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # type: ignore[override]
+        o = super().forward(image)
+        return o["lengths"], o["poses"], o["reconstruction"], o["coupling"]
+
+
+class ExportedDecoder(nn.Module):
+    """Decoder fed one digit capsule's pose: what the page's sliders redraw through."""
+
+    def __init__(self, model: CapsNet) -> None:
+        super().__init__()
+        self.cfg = model.cfg
+        self.decoder = model.decoder
+
+    def forward(self, digit: Tensor, pose: Tensor) -> Tensor:
+        v = pose.unsqueeze(1).expand(-1, self.cfg.num_classes, -1)  # [N,10,16], masked to `digit` inside
+        return self.decoder(v, digit)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _export(module: nn.Module, args: tuple, path: Path, inputs: list[str], outputs: list[str]) -> None:
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module,
+            args,
+            str(path),
+            dynamo=True,
+            external_data=False,
+            opset_version=OPSET,
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_shapes={name: {0: batch} for name in inputs},
+            optimize=True,
+            verbose=False,
+        )
+
+
+def export_onnx(model: CapsNet, out_dir: Path) -> tuple[Path, Path]:
+    """Write capsnet.onnx and decoder.onnx with a dynamic batch axis."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    full = ExportedCapsNet(model.cfg)
+    full.load_state_dict(model.state_dict())
+    full.eval()
+    capsnet_path, decoder_path = out_dir / "capsnet.onnx", out_dir / "decoder.onnx"
+    _export(full, (torch.rand(2, 1, 28, 28),), capsnet_path, ["image"], ["lengths", "poses", "reconstruction", "coupling"])
+    dec = ExportedDecoder(full).eval()
+    _export(dec, (torch.tensor([3, 5]), torch.rand(2, model.cfg.digit_dim)), decoder_path, ["digit", "pose"], ["reconstruction"])
+    return capsnet_path, decoder_path
+
+
+def check_parity(model: CapsNet, capsnet_path: Path, decoder_path: Path, batches: tuple[int, ...] = (1, 7)) -> dict[str, float]:
+    """Max abs difference of every output between PyTorch and onnxruntime; raises past PARITY_ATOL."""
+    import onnxruntime as ort
+
+    model.eval()
+    sess = ort.InferenceSession(str(capsnet_path), providers=["CPUExecutionProvider"])
+    dsess = ort.InferenceSession(str(decoder_path), providers=["CPUExecutionProvider"])
+    gen = torch.Generator().manual_seed(0)
+    worst: dict[str, float] = {}
+    for n in batches:
+        x = torch.rand(n, 1, 28, 28, generator=gen)
+        with torch.no_grad():
+            ref = model(x)
+            digit = torch.randint(0, model.cfg.num_classes, (n,), generator=gen)
+            pose = ref["poses"][torch.arange(n), digit]
+            dref = model.decoder(ref["poses"], digit)
+        got = dict(zip(["lengths", "poses", "reconstruction", "coupling"], sess.run(None, {"image": x.numpy()})))
+        got["decoder"] = dsess.run(None, {"digit": digit.numpy(), "pose": pose.numpy()})[0]
+        ref = {k: v.numpy() for k, v in ref.items()} | {"decoder": dref.numpy()}
+        for k in got:
+            worst[k] = max(worst.get(k, 0.0), float(np.abs(got[k] - ref[k]).max()))
+    bad = {k: v for k, v in worst.items() if v > PARITY_ATOL}
+    if bad:
+        raise RuntimeError(f"ONNX parity failed (max abs diff > {PARITY_ATOL}): {bad}")
+    return worst
+
+
+def hardware() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, CPU only"
+
+
+def build_card(model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Path, parity: dict, accuracy: dict | None) -> dict:
+    cfg = model.cfg
+    history = ckpt.get("history", [])
+    args = ckpt.get("args", {})
+    epochs = int(ckpt.get("epoch", len(history)))
+    return {
+        "name": MODEL_NAME,
+        "version": f"{epochs}ep-{sha256(capsnet_path)[:8]}",
+        "paper": "Sabour, Frosst & Hinton, Dynamic Routing Between Capsules, NeurIPS 2017",
+        "architecture": cfg.as_dict(),
+        "parameters": {"total": count_parameters(model), "without_decoder": count_parameters(model, include_decoder=False)},
+        "input": {
+            "name": "image", "dtype": "float32", "shape": ["N", 1, cfg.image_size, cfg.image_size],
+            "range": [0.0, 1.0], "background": 0.0, "ink": 1.0, "normalisation": "none (MNIST bytes / 255)",
+            "mnist_digit_box": 20,
+        },
+        "outputs": {
+            "lengths": ["N", cfg.num_classes],
+            "poses": ["N", cfg.num_classes, cfg.digit_dim],
+            "reconstruction": ["N", 1, cfg.image_size, cfg.image_size],
+            "coupling": ["N", cfg.num_primary, cfg.num_classes],
+        },
+        "coupling_index": "primary capsule i = channel * 36 + row * 6 + col (32 channels, 6x6 grid)",
+        "decoder": {"inputs": {"digit": ["N"], "pose": ["N", cfg.digit_dim]}, "outputs": {"reconstruction": ["N", 1, cfg.image_size, cfg.image_size]}},
+        "onnx": {"opset": OPSET, "dynamic_axes": {"batch": 0}, "exporter": f"torch.onnx (dynamo) {torch.__version__}"},
+        "files": {
+            "capsnet.onnx": {"sha256": sha256(capsnet_path), "bytes": capsnet_path.stat().st_size},
+            "decoder.onnx": {"sha256": sha256(decoder_path), "bytes": decoder_path.stat().st_size},
+        },
+        "parity_max_abs_diff": {k: float(f"{v:.3g}") for k, v in parity.items()},
+        "training": {
+            "data": "MNIST 60k train, 10k test",
+            "optimizer": "Adam",
+            "lr": args.get("lr"),
+            "lr_decay_per_epoch": args.get("lr_decay"),
+            "batch_size": args.get("batch_size"),
+            "augmentation": f"random shift up to {args.get('shift')} px, zero padding",
+            "seed": args.get("seed"),
+            "epochs": epochs,
+            "train_seconds": round(float(ckpt.get("train_seconds", 0.0)), 1),
+            "hardware": hardware(),
+            "torch": torch.__version__,
+            "history": history,
+        },
+        "test": accuracy,
+        "deviations_from_paper": DEVIATIONS,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", default="checkpoints/best.pt", help="training checkpoint to export")
+    p.add_argument("--out", default="weights", help="directory for the ONNX files and model card")
+    p.add_argument("--data", default="../shared/data/mnist", help="MNIST directory for the test accuracy")
+    p.add_argument("--no-eval", action="store_true", help="skip the test-set accuracy (card says null)")
+    args = p.parse_args(argv)
+
+    ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
+    model = CapsNet(CapsNetConfig())
+    model.load_state_dict(ckpt["model"])
+    model.eval()
+    out = Path(args.out)
+    capsnet_path, decoder_path = export_onnx(model, out)
+    parity = check_parity(model, capsnet_path, decoder_path)
+    log.info("parity with PyTorch, max abs diff: %s", parity)
+    accuracy = None
+    if not args.no_eval:
+        from model.data import load_mnist
+        from model.evaluate import predict_onnx, summarize
+
+        images, labels = load_mnist(args.data, "test")
+        accuracy = summarize(predict_onnx(capsnet_path, images), labels)
+        accuracy["measured_with"] = "onnxruntime CPUExecutionProvider on weights/capsnet.onnx"
+        log.info("onnxruntime test accuracy %.4f", accuracy["accuracy"])
+    card = build_card(model, ckpt, capsnet_path, decoder_path, parity, accuracy)
+    (out / "model-card.json").write_text(json.dumps(card, indent=1) + "\n")
+    log.info("wrote %s, %s and the model card", capsnet_path, decoder_path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Train CapsNet on MNIST: `python -m model.train --data ../shared/data/mnist`.
+
+Each epoch writes `<out>/last.pt` (model, optimiser, scheduler, history) and, when test accuracy
+improves, `<out>/best.pt`; `--resume` continues from a checkpoint, or from exported ONNX weights
+with a fresh optimiser (so a new session can keep training what is committed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from model.capsnet import CapsNet, CapsNetConfig, total_loss
+from model.data import load_mnist, random_shift, to_tensor
+
+log = logging.getLogger("capsnet.train")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--data", default="../shared/data/mnist", help="directory holding MNIST's four IDX files")
+    p.add_argument("--out", default="checkpoints", help="where checkpoints and history go")
+    p.add_argument("--epochs", type=int, default=30, help="train until this many epochs in total")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate at epoch 0")
+    p.add_argument("--lr-decay", type=float, default=0.9, help="exponential decay of the learning rate per epoch")
+    p.add_argument("--shift", type=int, default=2, help="random shift in px (the paper's augmentation)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--resume", default=None, help="a .pt checkpoint, or weights/capsnet.onnx (fresh optimiser)")
+    p.add_argument("--limit", type=int, default=0, help="use only this many training images (0: all); for smoke runs")
+    return p.parse_args(argv)
+
+
+@torch.no_grad()
+def evaluate_model(model: CapsNet, images: torch.Tensor, labels: torch.Tensor, batch_size: int = 500) -> tuple[float, np.ndarray]:
+    """Accuracy and predictions of `model` on a whole split (eval mode, no augmentation)."""
+    model.eval()
+    preds = []
+    for i in range(0, len(images), batch_size):
+        preds.append(model(images[i : i + batch_size])["lengths"].argmax(-1))
+    pred = torch.cat(preds)
+    return float((pred == labels).float().mean()), pred.numpy()
+
+
+def train(args: argparse.Namespace) -> dict:
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    train_x, train_y = load_mnist(args.data, "train")
+    test_x, test_y = load_mnist(args.data, "test")
+    if args.limit:
+        train_x, train_y = train_x[: args.limit], train_y[: args.limit]
+    xtr, ytr = to_tensor(train_x), torch.from_numpy(train_y.astype(np.int64))
+    xte, yte = to_tensor(test_x), torch.from_numpy(test_y.astype(np.int64))
+
+    model = CapsNet(CapsNetConfig())
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=args.lr_decay)
+    state = {"epoch": 0, "history": [], "best_acc": 0.0, "train_seconds": 0.0}
+    if args.resume:
+        state = resume(args.resume, model, opt, sched, state)
+    gen = torch.Generator().manual_seed(args.seed + state["epoch"])
+
+    for epoch in range(state["epoch"], args.epochs):
+        model.train()
+        t0 = time.time()
+        perm = torch.randperm(len(xtr), generator=gen)
+        totals = np.zeros(3)
+        steps = 0
+        bar = tqdm(range(0, len(xtr), args.batch_size), desc=f"epoch {epoch + 1}/{args.epochs}", unit="step")
+        for i in bar:
+            idx = perm[i : i + args.batch_size]
+            x = random_shift(xtr[idx], args.shift, gen)
+            y = ytr[idx]
+            outs = model(x, y)
+            loss, m, r = total_loss(outs, x, y, model.cfg)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            totals += (loss.item(), m.item(), r.item())
+            steps += 1
+            bar.set_postfix(loss=f"{totals[0] / steps:.4f}")
+        sched.step()
+        train_s = time.time() - t0
+        acc, _ = evaluate_model(model, xte, yte)
+        state["train_seconds"] += train_s
+        state["epoch"] = epoch + 1
+        rec = {
+            "epoch": epoch + 1,
+            "loss": totals[0] / steps,
+            "margin_loss": totals[1] / steps,
+            "reconstruction_loss": totals[2] / steps,
+            "test_accuracy": acc,
+            "lr": opt.param_groups[0]["lr"],
+            "seconds": round(train_s, 1),
+            "seconds_per_step": round(train_s / steps, 3),
+        }
+        state["history"].append(rec)
+        log.info("epoch %d: loss %.4f test accuracy %.4f (%.1f s, %.3f s/step)", epoch + 1, rec["loss"], acc, train_s, train_s / steps)
+        ckpt = {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict(),
+            "config": model.cfg.as_dict(),
+            "args": vars(args),
+            **state,
+        }
+        if acc > state["best_acc"]:
+            state["best_acc"] = acc
+            ckpt["best_acc"] = acc
+            torch.save(ckpt, out / "best.pt")
+        torch.save(ckpt, out / "last.pt")
+        (out / "history.json").write_text(json.dumps(state["history"], indent=1))
+    return state
+
+
+def resume(path: str, model: CapsNet, opt, sched, state: dict) -> dict:
+    """From a .pt checkpoint: everything continues. From ONNX: weights and epoch count, fresh optimiser."""
+    p = Path(path)
+    if p.suffix == ".onnx":
+        from model.onnx_weights import load_onnx_into
+
+        card = load_onnx_into(model, p)
+        history = card.get("training", {}).get("history", [])
+        epoch = len(history)
+        for g in opt.param_groups:
+            g["lr"] = g["initial_lr"] * sched.gamma**epoch
+        sched.last_epoch = epoch
+        log.info("resumed weights from %s after %d epochs (fresh optimiser, lr %.2e)", p, epoch, opt.param_groups[0]["lr"])
+        best = max((h["test_accuracy"] for h in history), default=0.0)
+        return {"epoch": epoch, "history": history, "best_acc": best,
+                "train_seconds": card.get("training", {}).get("train_seconds", 0.0)}
+    ckpt = torch.load(p, map_location="cpu", weights_only=False)
+    model.load_state_dict(ckpt["model"])
+    opt.load_state_dict(ckpt["optimizer"])
+    sched.load_state_dict(ckpt["scheduler"])
+    log.info("resumed %s at epoch %d", p, ckpt["epoch"])
+    return {k: ckpt[k] for k in ("epoch", "history", "best_acc", "train_seconds")}
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    state = train(parse_args(argv))
+    log.info("done: %d epochs, best test accuracy %.4f", state["epoch"], state["best_acc"])
+
+
+if __name__ == "__main__":
+    main()
