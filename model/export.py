@@ -185,6 +185,8 @@ def build_card(model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Pat
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("onnxscript", "onnx_ir"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", default="checkpoints/best.pt", help="training checkpoint to export")
     p.add_argument("--out", default="weights", help="directory for the ONNX files and model card")

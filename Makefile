@@ -1,0 +1,52 @@
+# capsnet-serve: `make run` serves the committed weights; `make test` runs every test.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+DATA   ?= ../shared/data/mnist
+EPOCHS ?= 30
+CHECKPOINT ?= checkpoints/best.pt
+
+SERVE_REQS := requirements/serve.txt requirements/ort-cpu.txt
+DEV_REQS   := $(SERVE_REQS) requirements/train.txt requirements/test.txt
+
+.PHONY: install run test train resume evaluate export bench lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.serve-installed: $(SERVE_REQS) | $(BIN)/python
+	$(BIN)/pip install -q $(addprefix -r ,$(SERVE_REQS))
+	touch $@
+
+$(VENV)/.dev-installed: $(DEV_REQS) | $(BIN)/python
+	$(BIN)/pip install -q $(addprefix -r ,$(DEV_REQS))
+	touch $@ $(VENV)/.serve-installed
+
+install: $(VENV)/.dev-installed  ## everything: serving, training and tests
+
+run: $(VENV)/.serve-installed  ## serve weights/ on http://$(HOST):$(PORT)
+	CAPSNET_HOST=$(HOST) CAPSNET_PORT=$(PORT) $(BIN)/python -m service
+
+test: $(VENV)/.dev-installed  ## every test (browser tests skip without Chromium unless CAPSNET_REQUIRE_BROWSER=1)
+	$(BIN)/python -m pytest tests
+
+train: $(VENV)/.dev-installed  ## train from scratch on MNIST in $(DATA), checkpoints in checkpoints/
+	$(BIN)/python -m model.train --data $(DATA) --epochs $(EPOCHS)
+
+resume: $(VENV)/.dev-installed  ## keep training: from checkpoints/last.pt if there is one, else from weights/capsnet.onnx
+	$(BIN)/python -m model.train --data $(DATA) --epochs $(EPOCHS) --resume $$( [ -f checkpoints/last.pt ] && echo checkpoints/last.pt || echo weights/capsnet.onnx )
+
+evaluate: $(VENV)/.dev-installed  ## accuracy of weights/capsnet.onnx on the 10k test set (onnxruntime)
+	$(BIN)/python -m model.evaluate --data $(DATA) --onnx weights/capsnet.onnx
+
+export: $(VENV)/.dev-installed  ## $(CHECKPOINT) -> weights/*.onnx + model card (parity-checked, accuracy measured)
+	$(BIN)/python -m model.export --checkpoint $(CHECKPOINT) --data $(DATA)
+
+bench: $(VENV)/.dev-installed  ## benchmarks -> bench/results/*.json and BENCHMARKS.md
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache test-output

@@ -1,0 +1,36 @@
+"""`python -m service`: one uvicorn worker (scale with replicas: each worker holds its own model copy)."""
+from __future__ import annotations
+
+import logging
+import sys
+
+import uvicorn
+
+from service.app import create_app
+from service.settings import get_settings
+
+STARTUP_FAILURE = 3
+
+
+def main() -> None:
+    s = get_settings()
+    logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = uvicorn.Config(
+        create_app(s),
+        host=s.host,
+        port=s.port,
+        workers=1,
+        lifespan="on",
+        log_level=s.log_level.lower(),
+        timeout_graceful_shutdown=int(s.graceful_timeout_s),
+        access_log=False,
+        server_header=False,
+    )
+    server = uvicorn.Server(config)
+    server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
+
+
+if __name__ == "__main__":
+    main()

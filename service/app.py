@@ -1,0 +1,82 @@
+"""The FastAPI application: lifespan (load, verify, warm up), middleware, routers, error handlers."""
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import onnxruntime as ort
+from anyio import to_thread
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from service.batcher import Batcher
+from service.card import WeightsError, load_card
+from service.engine import load_engine
+from service.errors import install_handlers
+from service.metrics import Metrics
+from service.middleware import GuardMiddleware, HeadersAndMetricsMiddleware
+from service.routers import decode, ops, page, predict
+from service.settings import Settings, get_settings
+from service.state import AppState
+
+log = logging.getLogger("capsnet.app")
+
+DESCRIPTION = """A Capsule Network (Sabour, Frosst & Hinton, 2017) trained on MNIST, served on onnxruntime.
+
+`/predict` returns the 10 digit capsules' lengths and 16-D poses and the decoder's reconstruction;
+`/reconstruct` and `/perturb` drive the decoder with a pose of your choosing. Errors are JSON:
+`{"error": code, "detail": message}`."""
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    state: AppState = app.state.capsnet
+    s = state.settings
+    try:
+        card = await to_thread.run_sync(load_card, s.weights_dir)
+        engine = await to_thread.run_sync(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads)
+    except (WeightsError, ValueError) as e:
+        log.error("cannot start: %s", e)
+        raise
+    state.extra["available_providers"] = ort.get_available_providers()
+    await to_thread.run_sync(engine.warm_up, s.warmup_runs)
+    state.engine = engine
+    state.batcher = Batcher(engine.predict, s.max_batch, s.max_wait_ms / 1000.0, s.max_queue, state.metrics.observe_batch)
+    state.batcher.start()
+    state.ready = True
+    log.info("ready: %s %s on %s, batches of up to %d within %.1f ms", card.name, card.version, engine.provider, s.max_batch, s.max_wait_ms)
+    try:
+        yield
+    finally:
+        state.ready = False
+        await state.batcher.stop()
+        log.info("stopped")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="capsnet-serve",
+        version="1.0.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,  # Swagger UI loads from a CDN; the schema is at /openapi.json
+        redoc_url=None,
+    )
+    metrics = Metrics()
+    app.state.capsnet = AppState(settings=settings, metrics=metrics)
+    app.state.templates = Jinja2Templates(directory=str(settings.templates_dir))
+    install_handlers(app)
+    app.include_router(predict.router)
+    app.include_router(decode.router)
+    app.include_router(ops.router)
+    app.include_router(page.router)
+    app.mount("/static", StaticFiles(directory=str(settings.static_dir)), name="static")
+    app.add_middleware(GuardMiddleware, max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"], allow_headers=["content-type"])
+    app.add_middleware(HeadersAndMetricsMiddleware, metrics=metrics)
+    return app

@@ -1,0 +1,89 @@
+"""The model card that travels with the ONNX files: the service's one source of model constants."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class WeightsError(RuntimeError):
+    """The weights directory cannot be served: a file is missing, corrupt or not the one the card names."""
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    raw: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.raw["name"]
+
+    @property
+    def version(self) -> str:
+        return self.raw["version"]
+
+    @property
+    def image_size(self) -> int:
+        return int(self.raw["architecture"]["image_size"])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.raw["architecture"]["num_classes"])
+
+    @property
+    def digit_dim(self) -> int:
+        return int(self.raw["architecture"]["digit_dim"])
+
+    @property
+    def num_primary(self) -> int:
+        return int(self.raw["architecture"]["num_primary_capsules"])
+
+    @property
+    def primary_grid(self) -> int:
+        return int(self.raw["architecture"]["primary_grid"])
+
+    @property
+    def primary_channels(self) -> int:
+        return int(self.raw["architecture"]["primary_channels"])
+
+    @property
+    def digit_box(self) -> int:
+        return int(self.raw["input"]["mnist_digit_box"])
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_card(weights_dir: Path, verify: bool = True) -> ModelCard:
+    """Read model-card.json and check that each ONNX file it names exists with the sha256 it states."""
+    card_path = weights_dir / "model-card.json"
+    try:
+        raw = json.loads(card_path.read_text())
+    except FileNotFoundError as e:
+        raise WeightsError(f"model card not found: {card_path}") from e
+    except (OSError, ValueError) as e:
+        raise WeightsError(f"model card unreadable: {card_path}: {e}") from e
+    try:
+        files = raw["files"]
+        card = ModelCard(raw)
+        _ = (card.name, card.version, card.image_size, card.num_classes, card.digit_dim, card.num_primary, card.digit_box)
+    except (KeyError, TypeError, ValueError) as e:
+        raise WeightsError(f"model card {card_path} lacks a field the service needs: {e}") from e
+    if verify:
+        for name in ("capsnet.onnx", "decoder.onnx"):
+            path = weights_dir / name
+            if not path.is_file():
+                raise WeightsError(f"weights file missing: {path}")
+            want = files.get(name, {}).get("sha256")
+            got = _sha256(path)
+            if want != got:
+                raise WeightsError(f"{path}: sha256 {got[:16]}... differs from the model card's {str(want)[:16]}...; "
+                                   "the file is truncated, tampered with, or from another export")
+    return card

@@ -1,0 +1,94 @@
+"""onnxruntime sessions for capsnet.onnx and decoder.onnx, on CUDA when there is one, else the CPU."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from service.card import ModelCard, WeightsError
+
+log = logging.getLogger("capsnet.engine")
+
+PROVIDER_NAMES = {"cuda": "CUDAExecutionProvider", "cpu": "CPUExecutionProvider"}
+# EXHAUSTIVE cuDNN search would make the first request (and every new batch shape) slow; HEURISTIC does not.
+CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC", "do_copy_in_default_stream": "1"}
+OUTPUTS = ("lengths", "poses", "reconstruction", "coupling")
+
+
+def choose_providers(preference: str, available: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """Map 'cuda,cpu' onto what this onnxruntime build offers; say clearly when CUDA is asked for but absent."""
+    available = available if available is not None else ort.get_available_providers()
+    chosen: list[tuple[str, dict[str, Any]]] = []
+    for key in [p.strip().lower() for p in preference.split(",") if p.strip()]:
+        name = PROVIDER_NAMES.get(key)
+        if name is None:
+            raise ValueError(f"unknown execution provider {key!r}; use a list of: {', '.join(PROVIDER_NAMES)}")
+        if name not in available:
+            log.warning("%s requested but this onnxruntime offers only %s; falling back", name, available)
+            continue
+        chosen.append((name, CUDA_OPTIONS if key == "cuda" else {}))
+    if not any(n == "CPUExecutionProvider" for n, _ in chosen):
+        chosen.append(("CPUExecutionProvider", {}))
+    return chosen
+
+
+@dataclass
+class Engine:
+    capsnet: ort.InferenceSession
+    decoder: ort.InferenceSession
+    card: ModelCard
+
+    @property
+    def provider(self) -> str:
+        """The provider that runs the convolutions: the first one the session actually took."""
+        return self.capsnet.get_providers()[0]
+
+    @property
+    def device(self) -> str:
+        return "GPU" if self.provider == "CUDAExecutionProvider" else "CPU"
+
+    def predict(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        """images float32 [N,1,S,S] -> lengths, poses, reconstruction, coupling."""
+        return dict(zip(OUTPUTS, self.capsnet.run(list(OUTPUTS), {"image": images})))
+
+    def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:
+        """digits int64 [N], poses float32 [N,16] -> [N,1,S,S]."""
+        return self.decoder.run(["reconstruction"], {"digit": digits, "pose": poses})[0]
+
+    def warm_up(self, runs: int) -> None:
+        """Run the first (slow) calls before /readyz says yes: both batch shapes the batcher uses most."""
+        s = self.card.image_size
+        for _ in range(runs):
+            for n in (1, 8):
+                self.predict(np.zeros((n, 1, s, s), np.float32))
+            self.reconstruct(np.zeros(1, np.int64), np.zeros((1, self.card.digit_dim), np.float32))
+
+
+def _session(path: Path, providers: list[tuple[str, dict[str, Any]]], threads: int) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    try:
+        return ort.InferenceSession(str(path), opts, providers=providers)
+    except Exception as e:  # onnxruntime raises its own exception types for corrupt files
+        raise WeightsError(f"{path}: onnxruntime cannot load it: {e}") from e
+
+
+def load_engine(weights_dir: Path, card: ModelCard, provider_preference: str, threads: int) -> Engine:
+    providers = choose_providers(provider_preference)
+    engine = Engine(
+        capsnet=_session(weights_dir / "capsnet.onnx", providers, threads),
+        decoder=_session(weights_dir / "decoder.onnx", providers, threads),
+        card=card,
+    )
+    wanted = providers[0][0]
+    if engine.provider != wanted:
+        log.warning("asked for %s, but onnxruntime placed the model on %s", wanted, engine.provider)
+    log.info("model %s %s on %s (session providers %s)", card.name, card.version, engine.provider, engine.capsnet.get_providers())
+    return engine

@@ -1,0 +1,85 @@
+"""Every failure a client can cause, as a JSON 4xx with a message that says what to change.
+
+Body: {"error": "<code>", "detail": "<message>"}; validation errors add "errors": [{loc, msg, type}].
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse
+
+from service.batcher import InferenceFailed, Overloaded
+
+log = logging.getLogger("capsnet.errors")
+
+
+class ClientError(Exception):
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class BadInput(ClientError):
+    status, code = 400, "bad_input"
+
+
+class TooLarge(ClientError):
+    status, code = 413, "too_large"
+
+
+class UnsupportedMediaType(ClientError):
+    status, code = 415, "unsupported_media_type"
+
+
+class Invalid(ClientError):
+    status, code = 422, "invalid"
+
+
+def error_body(status: int, code: str, detail: str, **extra: object) -> dict:
+    return {"error": code, "detail": detail, **extra}
+
+
+def json_error(status: int, code: str, detail: str, headers: dict[str, str] | None = None, **extra: object) -> JSONResponse:
+    return JSONResponse(error_body(status, code, detail, **extra), status_code=status, headers=headers)
+
+
+def _safe_errors(exc: RequestValidationError) -> list[dict]:
+    """Validation errors without their input values (which may be NaN, huge, or not JSON at all)."""
+    return [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors()[:20]]
+
+
+def install_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ClientError)
+    async def _client(_: Request, exc: ClientError) -> JSONResponse:
+        return json_error(exc.status, exc.code, exc.detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = _safe_errors(exc)
+        if any(e["type"] == "json_invalid" for e in errors):
+            return json_error(400, "bad_json", "request body is not valid JSON", errors=errors)
+        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+        where = ".".join(str(p) for p in first["loc"] if p != "body")
+        return json_error(422, "invalid", f"{where}: {first['msg']}" if where else first["msg"], errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}.get(exc.status_code, "http_error")
+        return json_error(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Overloaded)
+    async def _overloaded(_: Request, exc: Overloaded) -> JSONResponse:
+        return json_error(503, "overloaded", str(exc), headers={"Retry-After": str(exc.retry_after_s)})
+
+    @app.exception_handler(InferenceFailed)
+    async def _failed(_: Request, exc: InferenceFailed) -> JSONResponse:
+        ident = uuid.uuid4().hex[:12]
+        log.error("inference failed, id %s: %s", ident, exc)
+        return json_error(500, "inference_failed", f"the model failed on this request; quote id {ident}", id=ident)

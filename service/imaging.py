@@ -1,0 +1,91 @@
+"""Bytes in, pixels out, and back: decoding uploads within limits, encoding PNGs and figure grids."""
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import warnings
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from service.errors import BadInput, TooLarge
+
+ALLOWED_FORMATS = {"PNG", "JPEG", "GIF", "BMP", "WEBP", "MPO"}  # MPO: what phones call a JPEG
+
+
+def decode_base64(text: str, max_bytes: int) -> bytes:
+    """Plain base64 or a data: URL (data:image/png;base64,...)."""
+    if text.startswith("data:"):
+        head, sep, text = text.partition(",")
+        if not sep or ";base64" not in head:
+            raise BadInput("data: URL must be base64-encoded (data:image/png;base64,...)")
+    if len(text) * 3 // 4 > max_bytes:
+        raise TooLarge(f"encoded image is over the {max_bytes} byte limit")
+    try:
+        return base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise BadInput(f"image is not valid base64: {e}") from e
+
+
+def decode_image(data: bytes, max_pixels: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Decode an upload into values in [0,1]: grey [H,W] or RGB [H,W,3], plus alpha [H,W] if it has one.
+
+    The size is checked from the header before any pixel is decoded, so a small file that claims
+    30000x30000 pixels is refused without allocating them. Animated images give their first frame.
+    """
+    if not data:
+        raise BadInput("empty image")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            im = Image.open(io.BytesIO(data))
+            if im.format not in ALLOWED_FORMATS:
+                raise BadInput(f"unsupported image format {im.format}; send PNG, JPEG, GIF, BMP or WebP")
+            w, h = im.size
+            if w * h > max_pixels:
+                raise TooLarge(f"image is {w}x{h} = {w * h} pixels, over the {max_pixels} pixel limit")
+            if w < 1 or h < 1:
+                raise BadInput("image has no pixels")
+            im.seek(0)
+            im.load()
+    except (TooLarge, BadInput):
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise TooLarge(f"image refused as a decompression bomb: {e}") from e
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
+        raise BadInput("cannot decode image: not a readable PNG, JPEG, GIF, BMP or WebP file") from e
+    return _to_array(im)
+
+
+def _to_array(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None]:
+    mode = im.mode
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
+        arr = np.asarray(im, dtype=np.float64)
+        top = 65535.0 if mode.startswith("I;16") or arr.max() > 255 else 255.0
+        return np.clip(arr / top, 0, 1).astype(np.float32), None
+    if mode == "F":
+        arr = np.nan_to_num(np.asarray(im, dtype=np.float32))
+        top = float(arr.max()) if arr.size and arr.max() > 1 else 1.0
+        return np.clip(arr / top, 0, 1), None
+    has_alpha = mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in im.info)
+    if has_alpha:
+        rgba = np.asarray(im.convert("RGBA"), dtype=np.float32) / 255.0
+        return rgba[..., :3], rgba[..., 3]
+    if mode in ("1", "L"):
+        return np.asarray(im.convert("L"), dtype=np.float32) / 255.0, None
+    return np.asarray(im.convert("RGB"), dtype=np.float32) / 255.0, None
+
+
+def encode_png(pixels: np.ndarray) -> str:
+    """[H,W] values in [0,1] -> base64 of an 8-bit grey PNG."""
+    img = Image.fromarray((np.clip(pixels, 0, 1) * 255.0 + 0.5).astype(np.uint8))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", compress_level=1)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def tile_grid(tiles: np.ndarray) -> np.ndarray:
+    """[rows, cols, H, W] -> one [rows*H, cols*W] image, no gaps (the paper's Figure 4 layout)."""
+    r, c, h, w = tiles.shape
+    return tiles.transpose(0, 2, 1, 3).reshape(r * h, c * w)

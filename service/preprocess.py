@@ -1,0 +1,97 @@
+"""Make any upload look like an MNIST digit: the network only knows that world.
+
+MNIST's own recipe (LeCun et al.): the digit, bright on black, is scaled to fit a 20x20 box keeping
+its aspect ratio (anti-aliased), then placed in 28x28 so that its centre of mass is at the centre.
+Everything here is a pure function of arrays, so it is tested on arbitrary input.
+"""
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+INK_THRESHOLD = 0.1  # of the ink range, after background removal: what counts as ink for the bounding box
+
+
+def flatten_alpha(rgb: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """Composite onto a background that contrasts with the opaque strokes.
+
+    A canvas export is often ink on transparency; white ink flattened onto white would vanish, so the
+    background is chosen from the strokes' own brightness.
+    """
+    a = np.clip(alpha, 0.0, 1.0)
+    if rgb.ndim == 3:
+        a = a[..., None]
+    weight = a.sum()
+    ink_level = float((rgb * a).sum() / (weight * (rgb.shape[-1] if rgb.ndim == 3 else 1))) if weight > 0 else 0.0
+    background = 1.0 if ink_level < 0.5 else 0.0
+    return rgb * a + background * (1.0 - a)
+
+
+def to_grey(rgb: np.ndarray) -> np.ndarray:
+    """ITU-R 601 luma, as Pillow's L mode: [H,W,3] or [H,W] in [0,1] -> [H,W]."""
+    if rgb.ndim == 2:
+        return rgb
+    return rgb[..., 0] * 0.299 + rgb[..., 1] * 0.587 + rgb[..., 2] * 0.114
+
+
+def ink_bright(grey: np.ndarray) -> np.ndarray:
+    """Decide polarity from the border (paper or screen shows there) and remove the background level.
+
+    Returns an image with background 0 and the strongest ink 1 (or all zeros when there is no ink).
+    """
+    h, w = grey.shape
+    border = np.concatenate([grey[0, :], grey[-1, :], grey[:, 0], grey[:, -1]]) if h > 2 and w > 2 else grey.ravel()
+    bg = float(np.median(border))
+    if bg > 0.5:
+        grey, bg = 1.0 - grey, 1.0 - bg
+    ink = np.clip(grey - bg, 0.0, None)
+    peak = float(ink.max()) if ink.size else 0.0
+    if peak < 1e-3:
+        return np.zeros_like(grey, dtype=np.float32)
+    return (ink / peak).astype(np.float32)
+
+
+def centre_of_mass(img: np.ndarray) -> tuple[float, float]:
+    """(row, col) of the intensity-weighted centre; the image centre for a blank image."""
+    total = float(img.sum())
+    h, w = img.shape
+    if total <= 0:
+        return (h - 1) / 2.0, (w - 1) / 2.0
+    rows = np.arange(h, dtype=np.float64)
+    cols = np.arange(w, dtype=np.float64)
+    return float((img.sum(1) * rows).sum() / total), float((img.sum(0) * cols).sum() / total)
+
+
+def fit_and_centre(ink: np.ndarray, size: int = 28, box: int = 20) -> np.ndarray:
+    """Crop to the ink, scale to fit box x box keeping aspect ratio, centre by mass in size x size."""
+    out = np.zeros((size, size), dtype=np.float32)
+    mask = ink > INK_THRESHOLD
+    if not mask.any():
+        return out
+    rows, cols = np.nonzero(mask)
+    crop = ink[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1]
+    h, w = crop.shape
+    scale = box / max(h, w)
+    nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
+    # Pillow's bilinear resize is anti-aliased when it shrinks, as MNIST's reduction was.
+    patch = np.asarray(Image.fromarray(np.ascontiguousarray(crop, dtype=np.float32)).resize((nw, nh), Image.Resampling.BILINEAR))
+    patch = np.clip(patch, 0.0, 1.0)
+    cy, cx = centre_of_mass(patch)
+    top = int(round((size - 1) / 2.0 - cy))
+    left = int(round((size - 1) / 2.0 - cx))
+    # Paste with clipping: a lopsided digit may put part of its box past the edge.
+    r0, c0 = max(top, 0), max(left, 0)
+    r1, c1 = min(top + nh, size), min(left + nw, size)
+    if r1 > r0 and c1 > c0:
+        out[r0:r1, c0:c1] = patch[r0 - top : r1 - top, c0 - left : c1 - left]
+    return out
+
+
+def to_mnist(pixels: np.ndarray, alpha: np.ndarray | None = None, size: int = 28, box: int = 20) -> np.ndarray:
+    """Any picture of a digit, values in [0,1] ([H,W] grey or [H,W,3] colour, optional alpha [H,W]),
+    -> float32 [size,size], background 0 and ink up to 1, as MNIST."""
+    x = np.asarray(pixels, dtype=np.float32)
+    x = np.nan_to_num(np.clip(x, 0.0, 1.0), nan=0.0)
+    if alpha is not None:
+        x = flatten_alpha(x, np.nan_to_num(np.asarray(alpha, dtype=np.float32), nan=1.0))
+    return fit_and_centre(ink_bright(to_grey(x)), size, box)

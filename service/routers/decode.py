@@ -1,0 +1,66 @@
+"""POST /reconstruct and /perturb: the decoder alone, driven by a pose the client chooses.
+
+This is what the page's sliders call while dragged, so it skips the batcher: the decoder is ~1.4M
+multiply-adds, and a queue hop would cost more than the call.
+"""
+from __future__ import annotations
+
+import numpy as np
+from anyio import to_thread
+from fastapi import APIRouter, Depends
+
+from service.errors import Invalid
+from service.imaging import encode_png, tile_grid
+from service.responses import FastJSON, picture
+from service.schemas import ERRORS, PerturbRequest, Perturbation, Reconstruction, ReconstructRequest
+from service.state import AppState, ready_state
+
+router = APIRouter(tags=["decoder"])
+
+DEFAULT_DELTAS = [round(-0.25 + 0.05 * k, 2) for k in range(11)]  # the paper's Figure 4 range
+
+
+def _pose(digit: int, pose: list[float], state: AppState) -> np.ndarray:
+    card, limit = state.card, state.settings.max_abs_pose
+    if digit >= card.num_classes:
+        raise Invalid(f"digit: {digit} is not a capsule of this model (0-{card.num_classes - 1})")
+    if len(pose) != card.digit_dim:
+        raise Invalid(f"pose: {card.digit_dim} numbers expected, got {len(pose)}")
+    arr = np.asarray(pose, dtype=np.float32)
+    if np.abs(arr).max() > limit:
+        raise Invalid(f"pose: values must lie within +-{limit:g}")
+    return arr
+
+
+@router.post("/reconstruct", response_model=Reconstruction, responses=ERRORS, summary="Decode one digit capsule's pose into an image")
+async def reconstruct(req: ReconstructRequest, state: AppState = Depends(ready_state)) -> FastJSON:
+    """The decoder on `pose` placed in capsule `digit` (all other capsules zero), as in training."""
+    pose = _pose(req.digit, req.pose, state)
+    img = await to_thread.run_sync(state.engine.reconstruct, np.array([req.digit], np.int64), pose[None])
+    return FastJSON({"reconstruction": picture(img[0, 0])})
+
+
+@router.post("/perturb", response_model=Perturbation, responses=ERRORS, summary="The paper's Figure 4 for one pose")
+async def perturb(req: PerturbRequest, state: AppState = Depends(ready_state)) -> FastJSON:
+    """Each of the 16 dimensions in turn shifted by each delta: one row per dimension, one column per delta."""
+    pose = _pose(req.digit, req.pose, state)
+    deltas = DEFAULT_DELTAS if req.deltas is None else req.deltas
+    limit = state.settings.max_deltas
+    if not 1 <= len(deltas) <= limit:
+        raise Invalid(f"deltas: between 1 and {limit} values, got {len(deltas)}")
+    d = np.asarray(deltas, dtype=np.float32)
+    if np.abs(d).max() > state.settings.max_abs_pose:
+        raise Invalid(f"deltas: values must lie within +-{state.settings.max_abs_pose:g}")
+    dim = state.card.digit_dim
+    poses = np.repeat(pose[None, None], dim, 0).repeat(len(d), 1)  # [16,D,16]
+    poses[np.arange(dim), :, np.arange(dim)] += d  # row k: dimension k shifted by each delta
+    digits = np.full(dim * len(d), req.digit, np.int64)
+
+    def run() -> str:
+        imgs = state.engine.reconstruct(digits, poses.reshape(-1, dim))  # [16*D,1,S,S]
+        s = imgs.shape[-1]
+        return encode_png(tile_grid(imgs.reshape(dim, len(d), s, s)))
+
+    png = await to_thread.run_sync(run)
+    return FastJSON({"digit": req.digit, "deltas": [float(x) for x in deltas],
+                     "grid": {"png": png, "rows": dim, "cols": len(d), "tile": state.card.image_size}})

@@ -1,0 +1,53 @@
+"""Liveness, readiness, the model card and Prometheus metrics: what an operator and an orchestrator ask."""
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from service.schemas import Health, Ready
+from service.state import AppState, get_state, ready_state
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=Health, summary="Alive (the process answers)")
+async def healthz() -> dict:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", response_model=Ready, responses={503: {"model": Ready, "description": "still loading or warming up"}},
+            summary="Ready: sessions loaded and warmed")
+async def readyz(state: AppState = Depends(get_state)) -> JSONResponse:
+    if not state.ready or state.engine is None:
+        return JSONResponse({"status": "loading", "provider": None, "device": None}, status_code=503, headers={"Retry-After": "1"})
+    return JSONResponse({"status": "ready", "provider": state.engine.provider, "device": state.engine.device})
+
+
+@router.get("/model", summary="The model card, the active execution provider and the input spec",
+            responses={200: {"content": {"application/json": {"example": {
+                "name": "capsnet-mnist", "version": "12ep-1a2b3c4d", "provider": "CPUExecutionProvider", "device": "CPU",
+                "available_providers": ["CPUExecutionProvider"], "input_spec": {"image": [None, 1, 28, 28]}}}}}})
+async def model(state: AppState = Depends(ready_state)) -> JSONResponse:
+    engine, s = state.engine, state.settings
+    inp = engine.capsnet.get_inputs()[0]
+    return JSONResponse({
+        **state.card.raw,
+        "provider": engine.provider,
+        "device": engine.device,
+        "session_providers": engine.capsnet.get_providers(),
+        "available_providers": state.extra.get("available_providers", []),
+        "input_spec": {"name": inp.name, "type": inp.type, "shape": [d if isinstance(d, int) else None for d in inp.shape]},
+        "limits": {"max_body_bytes": s.max_body_bytes, "max_image_pixels": s.max_image_pixels, "max_batch_items": s.max_batch_items,
+                   "max_deltas": s.max_deltas, "max_abs_pose": s.max_abs_pose, "max_json_depth": s.max_json_depth,
+                   "request_timeout_s": s.request_timeout_s},
+        "batching": {"max_batch": s.max_batch, "max_wait_ms": s.max_wait_ms, "max_queue": s.max_queue},
+    })
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response,
+            responses={200: {"content": {"text/plain": {"example": 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"} 3.0'}}}})
+async def metrics(state: AppState = Depends(get_state)) -> Response:
+    if state.batcher is not None:
+        state.metrics.queue_depth.set(state.batcher.queued_images)
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,45 @@
+"""Every knob of the service, read from environment variables prefixed CAPSNET_ (e.g. CAPSNET_PORT=8080)."""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAPSNET_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="address uvicorn binds")
+    port: int = Field(8000, ge=0, le=65535, description="port uvicorn binds (0: any free port)")
+    weights_dir: Path = Field(ROOT / "weights", description="holds capsnet.onnx, decoder.onnx, model-card.json")
+    static_dir: Path = Field(ROOT / "static", description="the page's scripts and styles")
+    templates_dir: Path = Field(ROOT / "templates", description="the page's jinja2 templates")
+    log_level: str = Field("info", description="logging level")
+
+    providers: str = Field("cuda,cpu", description="execution providers in order of preference: cuda, cpu")
+    intra_op_threads: int = Field(0, ge=0, description="onnxruntime intra-op threads (0: one per physical core)")
+
+    max_batch: int = Field(32, ge=1, le=1024, description="most images the batcher runs in one session call")
+    max_wait_ms: float = Field(2.0, ge=0, le=1000, description="how long the batcher waits to fill a batch")
+    max_queue: int = Field(512, ge=1, description="images waiting for the model before requests get 503")
+    request_timeout_s: float = Field(10.0, gt=0, description="longest a request may wait for the model (then 503)")
+
+    max_body_bytes: int = Field(5 * 1024 * 1024, ge=1024, description="largest request body (413 past it)")
+    max_image_pixels: int = Field(16_000_000, ge=1, description="largest width x height of an upload (413 past it)")
+    max_batch_items: int = Field(64, ge=1, description="most images in one /predict/batch request")
+    max_deltas: int = Field(41, ge=1, description="most deltas in one /perturb request")
+    max_json_depth: int = Field(32, ge=4, description="deepest JSON nesting accepted")
+    max_abs_pose: float = Field(10.0, gt=0, description="largest |value| of a pose dimension or delta")
+
+    cors_origins: list[str] = Field(default_factory=list, description="origins allowed by CORS (none by default)")
+    graceful_timeout_s: float = Field(20.0, ge=0, description="how long SIGTERM waits for in-flight requests")
+    warmup_runs: int = Field(3, ge=0, description="inference runs before /readyz says ready")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,44 @@
+"""What the lifespan builds and the routes use, reached through FastAPI dependencies."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fastapi import Request
+
+from service.batcher import Batcher
+from service.card import ModelCard
+from service.engine import Engine
+from service.errors import ClientError
+from service.metrics import Metrics
+from service.settings import Settings
+
+
+class NotReady(ClientError):
+    status, code = 503, "not_ready"
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    metrics: Metrics
+    engine: Engine | None = None
+    batcher: Batcher | None = None
+    ready: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def card(self) -> ModelCard:
+        assert self.engine is not None
+        return self.engine.card
+
+
+def get_state(request: Request) -> AppState:
+    return request.app.state.capsnet
+
+
+def ready_state(request: Request) -> AppState:
+    """For routes that need the model: 503 until the sessions are loaded and warm."""
+    state: AppState = request.app.state.capsnet
+    if not state.ready or state.engine is None:
+        raise NotReady("model is loading; retry shortly")
+    return state
