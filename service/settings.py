@@ -4,8 +4,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,9 +37,14 @@ class Settings(BaseSettings):
     max_json_depth: int = Field(32, ge=4, description="deepest JSON nesting accepted")
     max_abs_pose: float = Field(10.0, gt=0, description="largest |value| of a pose dimension or delta")
 
-    cors_origins: list[str] = Field(default_factory=list, description="origins allowed by CORS (none by default)")
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list, description="comma-separated origins allowed by CORS (none by default)")
     graceful_timeout_s: float = Field(20.0, ge=0, description="how long SIGTERM waits for in-flight requests")
     warmup_runs: int = Field(3, ge=0, description="inference runs before /readyz says ready")
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split(cls, v: object) -> object:
+        return [o.strip() for o in v.split(",") if o.strip()] if isinstance(v, str) else v
 
 
 @lru_cache

@@ -224,7 +224,7 @@ def test_compose_service_runtime_policy(name):
     assert expected <= set(env), f"missing {sorted(expected - set(env))}"
     graceful_s = float(interpolation_default(env["CAPSNET_GRACEFUL_TIMEOUT_S"]))
     assert graceful_s < grace_s, "uvicorn must finish draining before Docker sends SIGKILL"
-    json.loads(interpolation_default(env["CAPSNET_CORS_ORIGINS"]))  # the service parses JSON
+    assert interpolation_default(env["CAPSNET_CORS_ORIGINS"]) == "", "CORS closed by default"
 
 
 def _settings_from_env(env: dict[str, str]) -> dict:
