@@ -1,0 +1,76 @@
+"""Export writes ONNX files that compute what PyTorch computes, and the weights come back out of them."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+from model.capsnet import CapsNet
+from model.export import build_card, check_parity, export_onnx
+from model.onnx_weights import load_onnx_into
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    torch.manual_seed(3)
+    model = CapsNet().eval()
+    out = tmp_path_factory.mktemp("weights")
+    capsnet_path, decoder_path = export_onnx(model, out)
+    return model, capsnet_path, decoder_path
+
+
+def test_parity_with_pytorch_at_batch_1_and_7(exported):
+    model, capsnet_path, decoder_path = exported
+    worst = check_parity(model, capsnet_path, decoder_path, batches=(1, 7))
+    assert set(worst) == {"lengths", "poses", "reconstruction", "coupling", "decoder"}
+    assert max(worst.values()) <= 1e-4
+
+
+def test_io_names_shapes_and_dynamic_batch(exported):
+    _, capsnet_path, decoder_path = exported
+    sess = ort.InferenceSession(str(capsnet_path), providers=["CPUExecutionProvider"])
+    assert [i.name for i in sess.get_inputs()] == ["image"]
+    assert [o.name for o in sess.get_outputs()] == ["lengths", "poses", "reconstruction", "coupling"]
+    for n in (1, 3):
+        lengths, poses, recon, coupling = sess.run(None, {"image": np.random.rand(n, 1, 28, 28).astype(np.float32)})
+        assert lengths.shape == (n, 10) and poses.shape == (n, 10, 16)
+        assert recon.shape == (n, 1, 28, 28) and coupling.shape == (n, 1152, 10)
+        assert np.allclose(coupling.sum(-1), 1.0, atol=1e-5)
+    dsess = ort.InferenceSession(str(decoder_path), providers=["CPUExecutionProvider"])
+    assert [i.name for i in dsess.get_inputs()] == ["digit", "pose"]
+    assert dsess.get_inputs()[0].type == "tensor(int64)"
+
+
+def test_decoder_onnx_redraws_what_the_full_model_reconstructs(exported):
+    _, capsnet_path, decoder_path = exported
+    sess = ort.InferenceSession(str(capsnet_path), providers=["CPUExecutionProvider"])
+    dsess = ort.InferenceSession(str(decoder_path), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).random((5, 1, 28, 28), dtype=np.float32)
+    lengths, poses, recon, _ = sess.run(None, {"image": x})
+    digit = lengths.argmax(-1).astype(np.int64)
+    again = dsess.run(None, {"digit": digit, "pose": poses[np.arange(5), digit]})[0]
+    assert np.abs(again - recon).max() <= 1e-5
+
+
+def test_weights_load_back_from_onnx(exported):
+    model, capsnet_path, _ = exported
+    fresh = CapsNet()
+    load_onnx_into(fresh, capsnet_path)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, fresh.state_dict()[k]), k
+
+
+def test_opset_and_card(exported):
+    model, capsnet_path, decoder_path = exported
+    assert max(o.version for o in onnx.load(str(capsnet_path)).opset_import if o.domain in ("", "ai.onnx")) == 18
+    card = build_card(model, {"epoch": 0, "history": []}, capsnet_path, decoder_path, {"lengths": 0.0}, None)
+    json.dumps(card)  # serialisable
+    assert card["parameters"] == {"total": 8_215_568, "without_decoder": 6_804_224}
+    assert card["architecture"]["routing_iterations"] == 3
+    assert card["architecture"]["num_primary_capsules"] == 1152
+    assert len(card["files"]["capsnet.onnx"]["sha256"]) == 64
+    assert card["deviations_from_paper"]

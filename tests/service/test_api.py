@@ -1,0 +1,187 @@
+"""The API contract of issue 3 against the real app and the committed ONNX files."""
+from __future__ import annotations
+
+import io
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from PIL import Image
+
+from tests.conftest import MNIST, WEIGHTS
+from tests.service.helpers import b64, encode, png_pixels, stroke_digit_one
+
+
+@pytest.fixture(scope="module")
+def session() -> ort.InferenceSession:
+    return ort.InferenceSession(str(WEIGHTS / "capsnet.onnx"), providers=["CPUExecutionProvider"])
+
+
+def digits(n: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    from model.data import load_mnist
+
+    if not MNIST.is_dir():
+        pytest.skip(f"MNIST not found at {MNIST}")
+    x, y = load_mnist(MNIST, "test")
+    return x[:n], y[:n]
+
+
+def test_pixels_equal_onnxruntime_on_the_same_array(client, session):
+    rng = np.random.default_rng(0)
+    px = (rng.random((28, 28)) < 0.2).astype(np.float32)
+    r = client.post("/predict", json={"pixels": px.tolist()})
+    assert r.status_code == 200
+    body = r.json()
+    lengths, poses, recon, _ = session.run(None, {"image": px[None, None]})
+    assert np.allclose(body["lengths"], lengths[0], atol=1e-4)
+    assert np.allclose(body["poses"], poses[0], atol=1e-4)
+    assert np.allclose(body["reconstruction"]["pixels"], recon[0, 0], atol=1e-4)
+    assert body["prediction"] == int(lengths[0].argmax())
+    assert np.allclose(body["input"]["pixels"], px)  # pixels go in as they are
+    assert png_pixels(body["reconstruction"]["png"]).shape == (28, 28)
+    assert body["model"]["provider"] == "CPUExecutionProvider"
+
+
+def test_upload_forms_agree(client):
+    data = stroke_digit_one()
+    a = client.post("/predict", files={"file": ("one.png", data, "image/png")}).json()
+    b = client.post("/predict", json={"image": b64(data)}).json()
+    c = client.post("/predict", json={"image": b64(data, data_url=True)}).json()
+    assert a["prediction"] == b["prediction"] == c["prediction"] == 1
+    assert a["lengths"] == b["lengths"] == c["lengths"]
+
+
+def test_coupling_on_request(client):
+    r = client.post("/predict?include=coupling", files={"file": ("one.png", stroke_digit_one(), "image/png")})
+    body = r.json()
+    c = np.array(body["coupling"])
+    assert c.shape == (1152, 10) and np.allclose(c.sum(1), 1.0, atol=1e-3)
+    assert np.array(body["coupling_grid"]).shape == (10, 6, 6)
+    assert "coupling" not in client.post("/predict", files={"file": ("one.png", stroke_digit_one(), "image/png")}).json()
+    assert client.post("/predict?include=everything", json={"pixels": [[0] * 28] * 28}).status_code == 422
+
+
+def _rerender(x: np.ndarray, how: str) -> bytes:
+    if how == "png":
+        return encode(Image.fromarray(x))
+    if how == "inverted":
+        return encode(Image.fromarray(255 - x))
+    if how == "transparent":
+        rgba = np.zeros((28, 28, 4), np.uint8)
+        rgba[..., 3] = x  # black ink on a transparent canvas, as a canvas export
+        return encode(Image.fromarray(rgba, "RGBA"))
+    if how == "offset-rescaled":
+        big = Image.fromarray(255 - x).resize((84, 84), Image.Resampling.BICUBIC)
+        canvas = Image.new("L", (220, 160), 255)
+        canvas.paste(big, (120, 50))
+        return encode(canvas)
+    if how == "jpeg":
+        return encode(Image.fromarray(255 - x).convert("RGB"), "JPEG", quality=90)
+    raise ValueError(how)
+
+
+@pytest.mark.parametrize("how", ["png", "inverted", "transparent", "offset-rescaled", "jpeg"])
+def test_mnist_digits_as_users_send_them_read_like_raw_pixels(client, how):
+    x, y = digits(300)
+    raw_pred, preds = [], []
+    for i in range(0, len(x), 64):
+        raw = client.post("/predict/batch", json={"pixels": (x[i : i + 64] / 255.0).tolist()}).json()
+        raw_pred += [r["prediction"] for r in raw["results"]]
+        files = [("file", (f"{j}.png", _rerender(x[j], how), "image/png")) for j in range(i, min(i + 64, len(x)))]
+        preds += [r["prediction"] for r in client.post("/predict/batch", files=files).json()["results"]]
+    acc = float(np.mean(np.array(preds) == y))
+    raw_acc = float(np.mean(np.array(raw_pred) == y))
+    assert acc >= raw_acc - 0.01, f"{how}: {acc:.3f} against {raw_acc:.3f} on the raw pixels"
+
+
+def test_reconstruct_of_a_predicted_pose_reproduces_its_reconstruction(client):
+    body = client.post("/predict", files={"file": ("one.png", stroke_digit_one(), "image/png")}).json()
+    d = body["prediction"]
+    r = client.post("/reconstruct", json={"digit": d, "pose": body["poses"][d]})
+    assert r.status_code == 200
+    assert np.abs(np.array(r.json()["reconstruction"]["pixels"]) - np.array(body["reconstruction"]["pixels"])).max() < 1e-3
+
+
+def test_perturb_grid_is_16_rows_by_deltas_columns(client):
+    pose = [0.1] * 16
+    r = client.post("/perturb", json={"digit": 4, "pose": pose})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["deltas"] == pytest.approx([-0.25, -0.2, -0.15, -0.1, -0.05, 0.0, 0.05, 0.1, 0.15, 0.2, 0.25])
+    assert png_pixels(body["grid"]["png"]).shape == (16 * 28, 11 * 28)
+    r = client.post("/perturb", json={"digit": 4, "pose": pose, "deltas": [-0.5, 0.5, 0.0]})
+    grid = png_pixels(r.json()["grid"]["png"])
+    assert grid.shape == (16 * 28, 3 * 28)
+    # the delta-0 column is the unperturbed reconstruction in every row
+    plain = np.array(client.post("/reconstruct", json={"digit": 4, "pose": pose}).json()["reconstruction"]["pixels"])
+    for row in range(16):
+        tile = grid[row * 28 : (row + 1) * 28, 56:84] / 255.0
+        assert np.abs(tile - plain).max() <= 1 / 255 + 1e-6
+
+
+def test_batch_results_in_order(client):
+    x = np.zeros((3, 28, 28), np.float32)
+    x[1, 5:23, 13:15] = 1.0
+    r = client.post("/predict/batch", json={"pixels": x.tolist()})
+    res = r.json()["results"]
+    assert len(res) == 3 and res[0]["lengths"] == res[2]["lengths"] != res[1]["lengths"]
+
+
+def test_ops_endpoints(client):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["provider"] == "CPUExecutionProvider"
+    card = json.loads((WEIGHTS / "model-card.json").read_text())
+    m = client.get("/model").json()
+    assert m["version"] == card["version"] and m["files"] == card["files"]
+    assert m["provider"] == "CPUExecutionProvider" and m["input_spec"]["shape"] == [None, 1, 28, 28]
+
+
+def test_metrics_count_requests_and_batches(client):
+    before = client.get("/metrics").text
+    client.post("/predict", json={"pixels": [[0.0] * 28] * 28})
+    client.post("/reconstruct", json={"digit": 1, "pose": [0.0] * 16})
+    after = client.get("/metrics").text
+
+    def count(text: str, needle: str) -> float:
+        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(needle))
+
+    assert count(after, 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"}') == count(before, 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"}') + 1
+    assert count(after, 'capsnet_requests_total{endpoint="/reconstruct"') >= 1
+    assert count(after, "capsnet_batch_size_count") >= count(before, "capsnet_batch_size_count") + 1
+    assert "capsnet_queue_seconds_bucket" in after and 'capsnet_request_seconds_bucket{endpoint="/predict"' in after
+
+
+def test_openapi_documents_every_endpoint_with_examples(client):
+    spec = client.get("/openapi.json").json()
+    for path in ("/predict", "/predict/batch", "/reconstruct", "/perturb", "/healthz", "/readyz", "/model", "/metrics"):
+        assert path in spec["paths"], path
+    text = json.dumps(spec)
+    assert '"multipart/form-data"' in text and '"examples"' in text
+    for name in ("ReconstructRequest", "PerturbRequest", "Prediction"):
+        assert "examples" in spec["components"]["schemas"][name], name
+
+
+def test_concurrent_requests_are_batched_but_kept_apart(server, session):
+    """16 clients at once against real uvicorn: each gets the answer for its own image."""
+    import httpx
+
+    rng = np.random.default_rng(1)
+    images = [(rng.random((28, 28)) < 0.15).astype(np.float32) for _ in range(16)]
+    expected = session.run(["lengths"], {"image": np.stack(images)[:, None]})[0]
+
+    def call(i: int) -> list[float]:
+        r = httpx.post(server.url + "/predict", json={"pixels": images[i].tolist()}, timeout=30)
+        assert r.status_code == 200
+        return r.json()["lengths"]
+
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(call, range(16)))
+    assert np.allclose(np.array(got), expected, atol=1e-4)
+    metrics = httpx.get(server.url + "/metrics").text
+    sizes = [line for line in metrics.splitlines() if line.startswith("capsnet_batch_size_sum")]
+    counts = [line for line in metrics.splitlines() if line.startswith("capsnet_batch_size_count")]
+    assert float(sizes[0].split()[-1]) >= 16
+    assert float(counts[0].split()[-1]) <= 12, "16 concurrent requests should share session calls"

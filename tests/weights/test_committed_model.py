@@ -1,0 +1,38 @@
+"""The committed ONNX files are the ones the model card describes, and the card's accuracy is theirs."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from tests.conftest import MNIST, WEIGHTS
+
+CARD = json.loads((WEIGHTS / "model-card.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["capsnet.onnx", "decoder.onnx"])
+def test_card_sha256_matches_the_committed_file(name):
+    assert hashlib.sha256((WEIGHTS / name).read_bytes()).hexdigest() == CARD["files"][name]["sha256"]
+
+
+def test_card_states_the_recipe_and_every_epoch():
+    t = CARD["training"]
+    assert t["epochs"] == len(t["history"]) >= 1
+    assert [h["epoch"] for h in t["history"]] == list(range(1, t["epochs"] + 1))
+    assert CARD["parameters"] == {"total": 8_215_568, "without_decoder": 6_804_224}
+    assert CARD["test"]["count"] == 10_000
+    assert len(CARD["test"]["per_class"]) == 10
+
+
+@pytest.mark.skipif(not MNIST.is_dir(), reason=f"MNIST not found at {MNIST}; the accuracy check needs it")
+def test_card_accuracy_is_the_committed_models():
+    from model.data import load_mnist
+    from model.evaluate import predict_onnx, summarize
+
+    images, labels = load_mnist(MNIST, "test")
+    result = summarize(predict_onnx(WEIGHTS / "capsnet.onnx", images), labels)
+    assert result["errors"] == CARD["test"]["errors"]
+    assert result["accuracy"] == pytest.approx(CARD["test"]["accuracy"], abs=1e-9)
+    assert result["per_class"] == pytest.approx(CARD["test"]["per_class"], abs=1e-6)
