@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from PIL import Image
 
 from service.batcher import Batcher
 from service.card import WeightsError, load_card
@@ -58,6 +59,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    # Pillow's own bomb guard at our limit (it warns past 1x and raises past 2x; imaging.py turns both into 413)
+    Image.MAX_IMAGE_PIXELS = settings.max_image_pixels
     app = FastAPI(
         title="capsnet-serve",
         version="1.0.0",

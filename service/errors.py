@@ -83,3 +83,9 @@ def install_handlers(app: FastAPI) -> None:
         ident = uuid.uuid4().hex[:12]
         log.error("inference failed, id %s: %s", ident, exc)
         return json_error(500, "inference_failed", f"the model failed on this request; quote id {ident}", id=ident)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        ident = uuid.uuid4().hex[:12]
+        log.exception("unexpected error on %s %s, id %s", request.method, request.url.path, ident)
+        return json_error(500, "internal", f"unexpected server error; quote id {ident}", id=ident)
