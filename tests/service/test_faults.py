@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO, WEIGHTS
-from tests.service.conftest import Server
+from bench.server import Server
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def _start_fails(weights) -> tuple[int, str]:
     except subprocess.TimeoutExpired:
         s.stop()
         pytest.fail("service started on broken weights")
-    return code, s.proc.stdout.read()
+    return code, s.output()
 
 
 def test_missing_weights_stop_startup(weights_copy):

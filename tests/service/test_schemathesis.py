@@ -10,7 +10,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
-from tests.service.conftest import Server
+from bench.server import Server
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,52 @@
+"""`python -m bench [--only roofline model profile service soak]`: run, write JSON, render BENCHMARKS.md."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+
+from bench import model, profile, report, roofline, service, soak, system
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTS = ("roofline", "model", "profile", "service", "soak")
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--only", nargs="*", choices=PARTS, default=list(PARTS))
+    p.add_argument("--weights", type=Path, default=ROOT / "weights")
+    p.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    p.add_argument("--seconds", type=float, default=2.0, help="minimum timing per in-process measurement")
+    p.add_argument("--load-seconds", type=float, default=8.0, help="duration of each service concurrency level")
+    p.add_argument("--soak-seconds", type=float, default=60.0)
+    p.add_argument("--no-torch", action="store_true", help="skip the PyTorch eager comparison")
+    args = p.parse_args(argv)
+    args.results.mkdir(parents=True, exist_ok=True)
+
+    def write(name: str, data: dict) -> dict:
+        (args.results / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
+        logging.info("%s: %s", name, json.dumps(data)[:400])
+        return data
+
+    write("system", {**system.describe(), "when": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
+    roof_path = args.results / "roofline.json"
+    if "roofline" in args.only:
+        write("roofline", roofline.measure(args.seconds))
+    roof = json.loads(roof_path.read_text())["roofline_gflops"] if roof_path.exists() else roofline.measure(args.seconds)["roofline_gflops"]
+    if "model" in args.only:
+        write("model", model.measure(args.weights, roof, args.seconds, torch_too=not args.no_torch))
+    if "profile" in args.only:
+        write("profile", profile.measure(args.weights))
+    if "service" in args.only:
+        write("service", service.measure(args.load_seconds))
+    if "soak" in args.only:
+        write("soak", soak.measure(args.soak_seconds))
+    (ROOT / "BENCHMARKS.md").write_text(report.render(args.results))
+    logging.info("wrote %s", ROOT / "BENCHMARKS.md")
+
+
+if __name__ == "__main__":
+    main()

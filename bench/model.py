@@ -1,0 +1,81 @@
+"""The model alone, in process: onnxruntime at batch 1/8/32/64 against the GEMM roofline, and PyTorch eager."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+BATCHES = (1, 8, 32, 64)
+
+
+def macs_per_image(arch: dict) -> dict[str, int]:
+    """Multiply-adds of one forward pass, from the model card's sizes."""
+    s, k1, c1 = arch["image_size"], arch["conv1_kernel"], arch["conv1_channels"]
+    o1 = s - k1 + 1
+    g, kp = arch["primary_grid"], arch["primary_kernel"]
+    pc = arch["primary_channels"] * arch["primary_dim"]
+    n_i, n_j, d_i, d_j = arch["num_primary_capsules"], arch["num_classes"], arch["primary_dim"], arch["digit_dim"]
+    h1, h2 = arch["decoder_hidden"]
+    r = arch["routing_iterations"]
+    return {
+        "conv1": o1 * o1 * c1 * k1 * k1,
+        "primary_caps": g * g * pc * c1 * kp * kp,
+        "u_hat": n_i * d_i * n_j * d_j,
+        "routing": (2 * r - 1) * n_i * n_j * d_j,
+        "decoder": n_j * d_j * h1 + h1 * h2 + h2 * s * s,
+    }
+
+
+def _time(run, min_seconds: float) -> tuple[float, float]:
+    """(median seconds per call, calls per second) over at least min_seconds."""
+    for _ in range(3):
+        run()
+    times: list[float] = []
+    t_end = time.perf_counter() + min_seconds
+    while time.perf_counter() < t_end or len(times) < 5:
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)), len(times) / sum(times)
+
+
+def measure(weights: Path, roofline_gflops: float, min_seconds: float = 2.0, torch_too: bool = True) -> dict:
+    import onnxruntime as ort
+
+    card = json.loads((weights / "model-card.json").read_text())
+    macs = macs_per_image(card["architecture"])
+    gflop = 2 * sum(macs.values()) / 1e9
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(str(weights / "capsnet.onnx"), opts, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    out: dict = {"gflop_per_image": round(gflop, 4), "macs_per_image": macs, "onnxruntime": [], "pytorch_eager": []}
+    for b in BATCHES:
+        x = (rng.random((b, 1, 28, 28)) < 0.2).astype(np.float32)
+        med, calls = _time(lambda: sess.run(None, {"image": x}), min_seconds)
+        ips = b / med
+        out["onnxruntime"].append({"batch": b, "latency_ms": round(med * 1e3, 3), "images_per_s": round(ips, 1),
+                                   "gflops": round(ips * gflop, 1), "fraction_of_roofline": round(ips * gflop / roofline_gflops, 3)})
+    dsess = ort.InferenceSession(str(weights / "decoder.onnx"), opts, providers=["CPUExecutionProvider"])
+    med, _ = _time(lambda: dsess.run(None, {"digit": np.array([3], np.int64), "pose": rng.random((1, 16), np.float32)}), min_seconds / 2)
+    out["decoder_batch1_ms"] = round(med * 1e3, 3)
+    if torch_too:
+        import torch
+
+        from model.capsnet import CapsNet
+        from model.onnx_weights import load_onnx_into
+
+        torch.set_num_threads(os.cpu_count() or 1)
+        model = CapsNet().eval()
+        load_onnx_into(model, weights / "capsnet.onnx")
+        for b in BATCHES:
+            x = torch.from_numpy((rng.random((b, 1, 28, 28)) < 0.2).astype(np.float32))
+            with torch.inference_mode():
+                med, _ = _time(lambda: model(x), min_seconds)
+            ips = b / med
+            out["pytorch_eager"].append({"batch": b, "latency_ms": round(med * 1e3, 3), "images_per_s": round(ips, 1),
+                                         "fraction_of_roofline": round(ips * gflop / roofline_gflops, 3)})
+    return out

@@ -1,0 +1,63 @@
+"""Request bodies for load: real MNIST test digits as PNG uploads when the data is at hand, else drawn ones."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from bench.loadgen import build_request, multipart_png
+
+MNIST = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "mnist"
+
+
+def digit_pngs(n: int = 32) -> list[bytes]:
+    """Dark ink on white, as a user's scan would be."""
+    try:
+        from model.data import load_mnist
+
+        images = load_mnist(MNIST, "test")[0][:n]
+    except Exception:  # no MNIST here: vertical strokes of varying slant
+        images = np.zeros((n, 28, 28), np.uint8)
+        for k in range(n):
+            for r in range(4, 24):
+                c = 14 + (r - 14) * (k % 5 - 2) // 8
+                images[k, r, c - 1 : c + 2] = 255
+    out = []
+    for x in images:
+        buf = io.BytesIO()
+        Image.fromarray(255 - x).save(buf, "PNG")
+        out.append(buf.getvalue())
+    return out
+
+
+def predict_requests(url_host: str, port: int, n: int = 32) -> list[bytes]:
+    reqs = []
+    for png in digit_pngs(n):
+        body, ctype = multipart_png(png)
+        reqs.append(build_request(url_host, port, "/predict", body, ctype))
+    return reqs
+
+
+def reconstruct_requests(url_host: str, port: int, n: int = 32) -> list[bytes]:
+    rng = np.random.default_rng(0)
+    return [build_request(url_host, port, "/reconstruct",
+                          json.dumps({"digit": int(k % 10), "pose": (rng.normal(0, 0.15, 16)).round(4).tolist()}).encode(),
+                          "application/json") for k in range(n)]
+
+
+def bad_requests(url_host: str, port: int) -> list[bytes]:
+    """A mix of what hostile or careless clients send; every one must get a 4xx."""
+    j = "application/json"
+    return [
+        build_request(url_host, port, "/predict", b"\x89PNG\r\n\x1a\n" + b"\x00" * 200, multipart_png(b"")[1]),
+        build_request(url_host, port, "/predict", *multipart_png(b"not an image at all")),
+        build_request(url_host, port, "/predict", b'{"pixels": [[NaN]]}', j),
+        build_request(url_host, port, "/predict", b"[" * 5000, j),
+        build_request(url_host, port, "/predict", b"hello", "text/plain"),
+        build_request(url_host, port, "/reconstruct", b'{"digit": 10, "pose": []}', j),
+        build_request(url_host, port, "/perturb", json.dumps({"digit": 1, "pose": [0] * 16, "deltas": [0] * 50}).encode(), j),
+        build_request(url_host, port, "/predict", json.dumps({"image": "!!!"}).encode(), j),
+    ]

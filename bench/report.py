@@ -1,0 +1,61 @@
+"""BENCHMARKS.md from the JSON results: the tables the README points at."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _table(headers: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---:" for _ in headers) + "|"]
+    lines += ["| " + " | ".join("" if v is None else str(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def render(results_dir: Path) -> str:
+    def load(name: str) -> dict | None:
+        p = results_dir / f"{name}.json"
+        return json.loads(p.read_text()) if p.exists() else None
+
+    parts = ["# Benchmarks", "", "Written by `make bench` (python -m bench) from `bench/results/*.json`; figures from one run on the machine below."]
+    system = load("system")
+    if system:
+        v = system["versions"]
+        parts += ["", f"Machine: {system['cpu']}, {system['cores']} cores (affinity {system['affinity']}); Python {system['python']}; "
+                  + ", ".join(f"{k} {x}" for k, x in v.items()) + f"; providers {system['onnxruntime_providers']}."
+                  + (f" Environment: {system['env']}." if system.get("env") else ""), f"Run at {system.get('when', '')}."]
+    roof = load("roofline")
+    if roof:
+        parts += ["", "## Roofline: fp32 GEMM", "", _table(["GEMM (1024^3)", "GFLOP/s"], [
+            ["numpy (OpenBLAS)", roof["numpy_gflops"]], ["onnxruntime MatMul (MLAS)", roof["onnxruntime_mlas_gflops"]],
+            ["**roofline used**", f"**{roof['roofline_gflops']}**"]])]
+    model = load("model")
+    if model:
+        m = model["macs_per_image"]
+        parts += ["", "## Model in process", "",
+                  f"One forward pass: {model['gflop_per_image']} GFLOP (" + ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in m.items()) + " multiply-adds).", "",
+                  _table(["batch", "onnxruntime ms/call", "images/s", "GFLOP/s", "of roofline", "PyTorch eager images/s", "PyTorch of roofline"],
+                         [[o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"], o["fraction_of_roofline"],
+                           p["images_per_s"] if p else None, p["fraction_of_roofline"] if p else None]
+                          for o, p in zip(model["onnxruntime"], model["pytorch_eager"] or [None] * len(model["onnxruntime"]))]),
+                  "", f"decoder.onnx alone at batch 1 (what a slider drag runs): {model['decoder_batch1_ms']} ms."]
+    prof = load("profile")
+    if prof:
+        parts += ["", f"## Where the time goes (onnxruntime profiler, batch {prof['batch']}, {prof['total_ms_per_run']} ms a run)", "",
+                  _table(["operator", "share", "ms/run", "nodes"], [[r["op"], f"{100 * r['share']:.1f}%", r["ms_per_run"], r["nodes"]] for r in prof["by_op"] if r["share"] >= 0.001])]
+    svc = load("service")
+    if svc:
+        parts += ["", f"## Service over loopback ({svc['duration_s']} s per level, client on the same 2 cores)", ""]
+        for path, rows in svc["endpoints"].items():
+            parts += [f"`POST {path}`" + (" (PNG upload)" if path == "/predict" else ""), "",
+                      _table(["concurrency", "requests", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors"],
+                             [[r["concurrency"], r["requests"], r["throughput_rps"], r["p50_ms"], r["p95_ms"], r["p99_ms"], r["errors"]] for r in rows]), ""]
+    soak = load("soak")
+    if soak:
+        parts += ["## Soak", "", f"{soak['clients']} clients, {soak['duration_s']} s, half good and half malformed requests: "
+                  f"{soak['requests']} requests, statuses {soak['statuses']}, **{soak['server_errors_5xx']} 5xx**; "
+                  f"server RSS {soak['rss_mb_start']} MB at start, {soak['rss_mb_end']} MB at end (max {soak['rss_mb_max']}, "
+                  f"growth over the second half {soak['rss_mb_growth_second_half']} MB)."]
+    notes = results_dir / "NOTES.md"
+    if notes.exists():
+        parts += ["", notes.read_text().strip()]
+    return "\n".join(parts) + "\n"

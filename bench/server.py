@@ -1,0 +1,72 @@
+"""`python -m service` as a subprocess on a free loopback port: how benchmarks and tests run the real thing."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """The same entry point as the Docker image's CMD, with CAPSNET_* settings from `env`."""
+
+    def __init__(self, env: dict[str, str] | None = None, weights: Path | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        e = {k: v for k, v in os.environ.items() if not k.startswith("CAPSNET_")}
+        e.update({"CAPSNET_PORT": str(self.port), "CAPSNET_HOST": "127.0.0.1"})
+        if weights:
+            e["CAPSNET_WEIGHTS_DIR"] = str(weights)
+        e.update(env or {})
+        # a file, not a pipe: nobody reads a pipe while load runs, and a full one would block the server's logging
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([sys.executable, "-m", "service"], cwd=REPO, env=e, stdout=self.log, stderr=subprocess.STDOUT, text=True)
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def wait_ready(self, timeout: float = 60.0) -> "Server":
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"service exited {self.proc.returncode}: {self.output()}")
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"service not ready within {timeout} s")
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+        return float("nan")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> str:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return self.output()

@@ -1,0 +1,42 @@
+"""What machine and libraries a benchmark ran on: figures mean nothing without it."""
+from __future__ import annotations
+
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe() -> dict:
+    versions = {}
+    for pkg in ("onnxruntime", "onnxruntime-gpu", "numpy", "torch", "fastapi", "uvicorn"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    try:
+        import onnxruntime as ort
+
+        providers = ort.get_available_providers()
+    except ImportError:
+        providers = []
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": versions,
+        "onnxruntime_providers": providers,
+        "env": {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS") if k in os.environ},
+    }
