@@ -157,6 +157,7 @@ def build_card(model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Pat
             "coupling": ["N", cfg.num_primary, cfg.num_classes],
         },
         "coupling_index": "primary capsule i = channel * 36 + row * 6 + col (32 channels, 6x6 grid)",
+        "digitcaps_weight_layout": "digit.W [1152, 8, 160]: W[i, :, 16*j:16*(j+1)] is the 8x16 W_ij, u_hat_j|i = u_i W_ij",
         "decoder": {"inputs": {"digit": ["N"], "pose": ["N", cfg.digit_dim]}, "outputs": {"reconstruction": ["N", 1, cfg.image_size, cfg.image_size]}},
         "onnx": {"opset": OPSET, "dynamic_axes": {"batch": 0}, "exporter": f"torch.onnx (dynamo) {torch.__version__}"},
         "files": {

@@ -1,0 +1,104 @@
+"""The batcher gathers concurrent requests into one call, gives each its own rows, and bounds its queue."""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from service.batcher import Batcher, InferenceFailed, Overloaded
+
+
+def fake_model(calls: list[int], gate: threading.Event | None = None):
+    """A stand-in for onnxruntime whose output rows identify their input rows."""
+    def run(x: np.ndarray) -> dict[str, np.ndarray]:
+        if gate is not None:
+            gate.wait(5)
+        calls.append(len(x))
+        return {"id": x.reshape(len(x), -1)[:, 0].copy(), "double": 2 * x}
+    return run
+
+
+def images(*ids: float) -> np.ndarray:
+    return np.stack([np.full((1, 2, 2), i, np.float32) for i in ids])
+
+
+def test_concurrent_requests_share_a_call_and_get_their_own_rows():
+    async def main():
+        calls: list[int] = []
+        b = Batcher(fake_model(calls), max_batch=32, max_wait_s=0.05, max_queue=100)
+        b.start()
+        outs = await asyncio.gather(*(b.submit(images(i, i + 0.5), 5) for i in range(8)))
+        await b.stop()
+        return calls, outs
+
+    calls, outs = asyncio.run(main())
+    assert sum(calls) == 16 and len(calls) < 8
+    for i, o in enumerate(outs):
+        assert o["id"].tolist() == [i, i + 0.5]
+
+
+def test_requests_are_kept_whole_across_batches():
+    async def main():
+        calls: list[int] = []
+        b = Batcher(fake_model(calls), max_batch=4, max_wait_s=0.02, max_queue=100)
+        b.start()
+        outs = await asyncio.gather(*(b.submit(images(*range(3)), 5) for _ in range(3)))
+        await b.stop()
+        return calls, outs
+
+    calls, outs = asyncio.run(main())
+    assert calls == [3, 3, 3] and all(o["id"].tolist() == [0, 1, 2] for o in outs)
+
+
+def test_full_queue_is_refused_at_once():
+    async def main():
+        gate = threading.Event()
+        b = Batcher(fake_model([], gate), max_batch=1, max_wait_s=0, max_queue=2)
+        b.start()
+        first = asyncio.ensure_future(b.submit(images(1), 5))
+        await asyncio.sleep(0.05)  # the model holds the first image; two more fill the queue
+        queued = [asyncio.ensure_future(b.submit(images(2), 5)), asyncio.ensure_future(b.submit(images(3), 5))]
+        await asyncio.sleep(0.01)
+        with pytest.raises(Overloaded, match="queue full"):
+            await b.submit(images(4), 5)
+        gate.set()
+        await asyncio.gather(first, *queued)
+        await b.stop()
+
+    asyncio.run(main())
+
+
+def test_waiting_too_long_is_overload_not_a_hang():
+    async def main():
+        gate = threading.Event()
+        b = Batcher(fake_model([], gate), max_batch=1, max_wait_s=0, max_queue=10)
+        b.start()
+        with pytest.raises(Overloaded, match="no model slot"):
+            await b.submit(images(1), 0.1)
+        gate.set()
+        await b.stop()
+
+    asyncio.run(main())
+
+
+def test_a_failing_batch_fails_its_requests_and_the_loop_goes_on():
+    async def main():
+        n = {"calls": 0}
+
+        def flaky(x):
+            n["calls"] += 1
+            if n["calls"] == 1:
+                raise RuntimeError("boom")
+            return {"id": x[:, 0, 0, 0]}
+
+        b = Batcher(flaky, max_batch=8, max_wait_s=0, max_queue=10)
+        b.start()
+        with pytest.raises(InferenceFailed):
+            await b.submit(images(1), 5)
+        ok = await b.submit(images(7), 5)
+        await b.stop()
+        return ok
+
+    assert asyncio.run(main())["id"].tolist() == [7]
