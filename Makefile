@@ -11,7 +11,7 @@ CHECKPOINT ?= checkpoints/best.pt
 SERVE_REQS := requirements/serve.txt requirements/ort-cpu.txt
 DEV_REQS   := $(SERVE_REQS) requirements/train.txt requirements/test.txt
 
-.PHONY: install run test train resume evaluate export bench lint clean
+.PHONY: install run test train resume evaluate export quantize bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,8 +42,11 @@ resume: $(VENV)/.dev-installed  ## keep training: from checkpoints/last.pt if th
 evaluate: $(VENV)/.dev-installed  ## accuracy of weights/capsnet.onnx on the 10k test set (onnxruntime)
 	$(BIN)/python -m model.evaluate --data $(DATA) --onnx weights/capsnet.onnx
 
-export: $(VENV)/.dev-installed  ## $(CHECKPOINT) -> weights/*.onnx + model card (parity-checked, accuracy measured)
+export: $(VENV)/.dev-installed  ## $(CHECKPOINT) -> weights/*.onnx (FP32 and INT8) + model card (parity-checked, accuracy measured)
 	$(BIN)/python -m model.export --checkpoint $(CHECKPOINT) --data $(DATA)
+
+quantize: $(VENV)/.dev-installed  ## weights/capsnet.onnx -> weights/capsnet-int8.onnx, accuracy and speed-up in the model card
+	$(BIN)/python -m model.quantize --data $(DATA)
 
 bench: $(VENV)/.dev-installed  ## benchmarks -> bench/results/*.json and BENCHMARKS.md
 	$(BIN)/python -m bench

@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--checkpoint", default="checkpoints/best.pt", help="training checkpoint to export")
     p.add_argument("--out", default="weights", help="directory for the ONNX files and model card")
     p.add_argument("--data", default="../shared/data/mnist", help="MNIST directory for the test accuracy")
-    p.add_argument("--no-eval", action="store_true", help="skip the test-set accuracy (card says null)")
+    p.add_argument("--no-eval", action="store_true", help="skip the test-set accuracy (card says null) and the INT8 model")
+    p.add_argument("--no-int8", action="store_true", help="skip the INT8 model (model/quantize.py)")
     args = p.parse_args(argv)
 
     ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
@@ -215,6 +216,13 @@ def main(argv: list[str] | None = None) -> None:
     card = build_card(model, ckpt, capsnet_path, decoder_path, parity, accuracy)
     (out / "model-card.json").write_text(json.dumps(card, indent=1) + "\n")
     log.info("wrote %s, %s and the model card", capsnet_path, decoder_path)
+    stale = out / "capsnet-int8.onnx"
+    if stale.exists():
+        stale.unlink()  # quantised from the previous weights
+    if not (args.no_eval or args.no_int8):
+        from model.quantize import run as quantize
+
+        quantize(out, Path(args.data))
 
 
 if __name__ == "__main__":

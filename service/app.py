@@ -14,7 +14,7 @@ from fastapi.templating import Jinja2Templates
 from PIL import Image
 
 from service.batcher import Batcher
-from service.card import WeightsError, load_card
+from service.card import WeightsError, choose_model_file, load_card, verify_files
 from service.engine import load_engine
 from service.errors import install_handlers
 from service.metrics import Metrics
@@ -38,7 +38,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     s = state.settings
     try:
         card = await to_thread.run_sync(load_card, s.weights_dir)
-        engine = await to_thread.run_sync(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads)
+        model_file = choose_model_file(card, s.precision)
+        await to_thread.run_sync(verify_files, s.weights_dir, card, [model_file, "decoder.onnx"])
+        engine = await to_thread.run_sync(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, model_file)
     except (WeightsError, ValueError) as e:
         log.error("cannot start: %s", e)
         raise

@@ -61,8 +61,8 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def load_card(weights_dir: Path, verify: bool = True) -> ModelCard:
-    """Read model-card.json and check that each ONNX file it names exists with the sha256 it states."""
+def load_card(weights_dir: Path) -> ModelCard:
+    """Read model-card.json and check it has every field the service needs."""
     card_path = weights_dir / "model-card.json"
     try:
         raw = json.loads(card_path.read_text())
@@ -71,19 +71,31 @@ def load_card(weights_dir: Path, verify: bool = True) -> ModelCard:
     except (OSError, ValueError) as e:
         raise WeightsError(f"model card unreadable: {card_path}: {e}") from e
     try:
-        files = raw["files"]
         card = ModelCard(raw)
-        _ = (card.name, card.version, card.image_size, card.num_classes, card.digit_dim, card.num_primary, card.digit_box)
+        _ = (raw["files"], card.name, card.version, card.image_size, card.num_classes, card.digit_dim, card.num_primary, card.digit_box)
     except (KeyError, TypeError, ValueError) as e:
         raise WeightsError(f"model card {card_path} lacks a field the service needs: {e}") from e
-    if verify:
-        for name in ("capsnet.onnx", "decoder.onnx"):
-            path = weights_dir / name
-            if not path.is_file():
-                raise WeightsError(f"weights file missing: {path}")
-            want = files.get(name, {}).get("sha256")
-            got = _sha256(path)
-            if want != got:
-                raise WeightsError(f"{path}: sha256 {got[:16]}... differs from the model card's {str(want)[:16]}...; "
-                                   "the file is truncated, tampered with, or from another export")
     return card
+
+
+def choose_model_file(card: ModelCard, precision: str) -> str:
+    """fp32: capsnet.onnx; int8: capsnet-int8.onnx; auto: int8 only if the card says it met both bars."""
+    int8 = card.raw.get("int8") or {}
+    if precision == "int8" or (precision == "auto" and int8.get("meets_bars")):
+        if "file" not in int8:
+            raise WeightsError("INT8 asked for, but the model card lists no INT8 model (run `python -m model.quantize`)")
+        return int8["file"]
+    return "capsnet.onnx"
+
+
+def verify_files(weights_dir: Path, card: ModelCard, names: list[str]) -> None:
+    """Each file exists with the sha256 the card states: a truncated or swapped file stops start-up."""
+    for name in names:
+        path = weights_dir / name
+        if not path.is_file():
+            raise WeightsError(f"weights file missing: {path}")
+        want = card.raw["files"].get(name, {}).get("sha256")
+        got = _sha256(path)
+        if want != got:
+            raise WeightsError(f"{path}: sha256 {got[:16]}... differs from the model card's {str(want)[:16]}...; "
+                               "the file is truncated, tampered with, or from another export")

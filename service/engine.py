@@ -41,6 +41,11 @@ class Engine:
     capsnet: ort.InferenceSession
     decoder: ort.InferenceSession
     card: ModelCard
+    model_file: str = "capsnet.onnx"
+
+    @property
+    def precision(self) -> str:
+        return "int8" if "int8" in self.model_file else "fp32"
 
     @property
     def provider(self) -> str:
@@ -80,15 +85,17 @@ def _session(path: Path, providers: list[tuple[str, dict[str, Any]]], threads: i
         raise WeightsError(f"{path}: onnxruntime cannot load it: {e}") from e
 
 
-def load_engine(weights_dir: Path, card: ModelCard, provider_preference: str, threads: int) -> Engine:
+def load_engine(weights_dir: Path, card: ModelCard, provider_preference: str, threads: int, model_file: str = "capsnet.onnx") -> Engine:
     providers = choose_providers(provider_preference)
     engine = Engine(
-        capsnet=_session(weights_dir / "capsnet.onnx", providers, threads),
+        capsnet=_session(weights_dir / model_file, providers, threads),
         decoder=_session(weights_dir / "decoder.onnx", providers, threads),
         card=card,
+        model_file=model_file,
     )
     wanted = providers[0][0]
     if engine.provider != wanted:
         log.warning("asked for %s, but onnxruntime placed the model on %s", wanted, engine.provider)
-    log.info("model %s %s on %s (session providers %s)", card.name, card.version, engine.provider, engine.capsnet.get_providers())
+    log.info("model %s %s (%s, %s) on %s (session providers %s)", card.name, card.version, model_file, engine.precision,
+             engine.provider, engine.capsnet.get_providers())
     return engine

@@ -57,6 +57,7 @@ class ModelInfo(BaseModel):
     name: str = Field(examples=["capsnet-mnist"])
     version: str = Field(examples=["12ep-1a2b3c4d"])
     provider: str = Field(description="onnxruntime execution provider in use", examples=["CPUExecutionProvider"])
+    precision: str = Field(description="fp32 or int8 (the convolutions)", examples=["fp32"])
 
 
 class Prediction(BaseModel):
@@ -73,7 +74,7 @@ class Prediction(BaseModel):
         "prediction": 7, "lengths": [0.01, 0.02, 0.03, 0.02, 0.01, 0.02, 0.01, 0.97, 0.02, 0.05],
         "poses": [EXAMPLE_POSE] * 10, "reconstruction": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},
         "input": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},
-        "model": {"name": "capsnet-mnist", "version": "12ep-1a2b3c4d", "provider": "CPUExecutionProvider"}}]})
+        "model": {"name": "capsnet-mnist", "version": "12ep-1a2b3c4d", "provider": "CPUExecutionProvider", "precision": "fp32"}}]})
 
 
 class BatchPrediction(BaseModel):

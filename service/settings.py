@@ -4,7 +4,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -22,6 +22,7 @@ class Settings(BaseSettings):
     templates_dir: Path = Field(ROOT / "templates", description="the page's jinja2 templates")
     log_level: str = Field("info", description="logging level")
 
+    precision: Literal["auto", "fp32", "int8"] = Field("auto", description="capsnet model: fp32, int8, or auto (int8 if the card says it met its bars)")
     providers: str = Field("cuda,cpu", description="execution providers in order of preference: cuda, cpu")
     intra_op_threads: int = Field(0, ge=0, description="onnxruntime intra-op threads (0: one per physical core)")
 

@@ -35,6 +35,8 @@ async def model(state: AppState = Depends(ready_state)) -> JSONResponse:
         **state.card.raw,
         "provider": engine.provider,
         "device": engine.device,
+        "precision": engine.precision,
+        "model_file": engine.model_file,
         "session_providers": engine.capsnet.get_providers(),
         "available_providers": state.extra.get("available_providers", []),
         "input_spec": {"name": inp.name, "type": inp.type, "shape": [d if isinstance(d, int) else None for d in inp.shape]},

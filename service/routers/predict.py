@@ -110,7 +110,7 @@ def _result(out: dict[str, np.ndarray], i: int, image: np.ndarray, state: AppSta
         "poses": rounded(out["poses"][i]),
         "reconstruction": picture(out["reconstruction"][i, 0]),
         "input": picture(image[0]),
-        "model": {"name": card.name, "version": card.version, "provider": state.engine.provider},
+        "model": {"name": card.name, "version": card.version, "provider": state.engine.provider, "precision": state.engine.precision},
     }
     if coupling:
         c = out["coupling"][i]  # [1152,10], i = channel*36 + row*6 + col

@@ -74,3 +74,20 @@ def test_opset_and_card(exported):
     assert card["architecture"]["num_primary_capsules"] == 1152
     assert len(card["files"]["capsnet.onnx"]["sha256"]) == 64
     assert card["deviations_from_paper"]
+
+
+def test_int8_model_runs_and_stays_close_to_fp32(exported, tmp_path):
+    from model.quantize import quantize
+
+    _, capsnet_path, _ = exported
+    rng = np.random.default_rng(0)
+    calib = (rng.random((64, 28, 28)) < 0.2).astype(np.uint8) * 255
+    int8 = tmp_path / "capsnet-int8.onnx"
+    quantize(capsnet_path, int8, calib)
+    ops = {n.op_type for n in onnx.load(str(int8)).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+    x = (rng.random((4, 1, 28, 28)) < 0.2).astype(np.float32)
+    ref = ort.InferenceSession(str(capsnet_path), providers=["CPUExecutionProvider"]).run(None, {"image": x})
+    got = ort.InferenceSession(str(int8), providers=["CPUExecutionProvider"]).run(None, {"image": x})
+    assert [g.shape for g in got] == [r.shape for r in ref]
+    assert np.abs(got[0] - ref[0]).max() < 0.05  # capsule lengths

@@ -36,3 +36,11 @@ def test_card_accuracy_is_the_committed_models():
     assert result["errors"] == CARD["test"]["errors"]
     assert result["accuracy"] == pytest.approx(CARD["test"]["accuracy"], abs=1e-9)
     assert result["per_class"] == pytest.approx(CARD["test"]["per_class"], abs=1e-6)
+
+
+@pytest.mark.skipif("int8" not in CARD, reason="no INT8 model in the card")
+def test_int8_entry_matches_its_file_and_its_bars():
+    q = CARD["int8"]
+    assert hashlib.sha256((WEIGHTS / q["file"]).read_bytes()).hexdigest() == q["sha256"] == CARD["files"][q["file"]]["sha256"]
+    loss = CARD["test"]["accuracy"] - q["test"]["accuracy"]
+    assert q["meets_bars"] == (loss <= 0.0005 and q["speedup_batch32"] > 1.0)
