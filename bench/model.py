@@ -42,6 +42,23 @@ def _time(run, min_seconds: float) -> tuple[float, float]:
     return float(np.median(times)), len(times) / sum(times)
 
 
+def _cuda(path: Path, gflop: float, min_seconds: float) -> list[dict]:
+    """The same model on the GPU, inputs bound on the device through IOBinding so copies are not timed."""
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(path), providers=[("CUDAExecutionProvider", {"cudnn_conv_algo_search": "HEURISTIC"}), "CPUExecutionProvider"])
+    rows = []
+    for b in BATCHES + (256,):
+        x = ort.OrtValue.ortvalue_from_numpy((np.random.default_rng(0).random((b, 1, 28, 28)) < 0.2).astype(np.float32), "cuda", 0)
+        binding = sess.io_binding()
+        binding.bind_ortvalue_input("image", x)
+        for o in sess.get_outputs():
+            binding.bind_output(o.name, "cuda")
+        med, _ = _time(lambda: sess.run_with_iobinding(binding), min_seconds)
+        rows.append({"batch": b, "latency_ms": round(med * 1e3, 3), "images_per_s": round(b / med, 1), "gflops": round(b / med * gflop, 1)})
+    return rows
+
+
 def measure(weights: Path, roofline_gflops: float, min_seconds: float = 2.0, torch_too: bool = True) -> dict:
     import onnxruntime as ort
 
@@ -50,15 +67,20 @@ def measure(weights: Path, roofline_gflops: float, min_seconds: float = 2.0, tor
     gflop = 2 * sum(macs.values()) / 1e9
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(str(weights / "capsnet.onnx"), opts, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
     out: dict = {"gflop_per_image": round(gflop, 4), "macs_per_image": macs, "onnxruntime": [], "pytorch_eager": []}
-    for b in BATCHES:
-        x = (rng.random((b, 1, 28, 28)) < 0.2).astype(np.float32)
-        med, calls = _time(lambda: sess.run(None, {"image": x}), min_seconds)
-        ips = b / med
-        out["onnxruntime"].append({"batch": b, "latency_ms": round(med * 1e3, 3), "images_per_s": round(ips, 1),
-                                   "gflops": round(ips * gflop, 1), "fraction_of_roofline": round(ips * gflop / roofline_gflops, 3)})
+    files = [("fp32", "capsnet.onnx")] + ([("int8", card["int8"]["file"])] if "int8" in card else [])
+    for precision, name in files:
+        rows = out.setdefault("onnxruntime" if precision == "fp32" else "onnxruntime_int8", [])
+        sess = ort.InferenceSession(str(weights / name), opts, providers=["CPUExecutionProvider"])
+        for b in BATCHES:
+            x = (rng.random((b, 1, 28, 28)) < 0.2).astype(np.float32)
+            med, _ = _time(lambda: sess.run(None, {"image": x}), min_seconds)
+            ips = b / med
+            rows.append({"batch": b, "latency_ms": round(med * 1e3, 3), "images_per_s": round(ips, 1),
+                         "gflops": round(ips * gflop, 1), "fraction_of_roofline": round(ips * gflop / roofline_gflops, 3)})
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        out["onnxruntime_cuda"] = _cuda(weights / "capsnet.onnx", gflop, min_seconds)
     dsess = ort.InferenceSession(str(weights / "decoder.onnx"), opts, providers=["CPUExecutionProvider"])
     med, _ = _time(lambda: dsess.run(None, {"digit": np.array([3], np.int64), "pose": rng.random((1, 16), np.float32)}), min_seconds / 2)
     out["decoder_batch1_ms"] = round(med * 1e3, 3)

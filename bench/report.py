@@ -38,6 +38,14 @@ def render(results_dir: Path) -> str:
                            p["images_per_s"] if p else None, p["fraction_of_roofline"] if p else None]
                           for o, p in zip(model["onnxruntime"], model["pytorch_eager"] or [None] * len(model["onnxruntime"]))]),
                   "", f"decoder.onnx alone at batch 1 (what a slider drag runs): {model['decoder_batch1_ms']} ms."]
+        if model.get("onnxruntime_int8"):
+            parts += ["", "INT8 model (convolutions quantised; fraction of the *fp32* roofline):", "",
+                      _table(["batch", "ms/call", "images/s", "effective GFLOP/s", "of fp32 roofline"],
+                             [[o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"], o["fraction_of_roofline"]] for o in model["onnxruntime_int8"]])]
+        if model.get("onnxruntime_cuda"):
+            parts += ["", "CUDA execution provider (IOBinding, inputs and outputs on the device):", "",
+                      _table(["batch", "ms/call", "images/s", "GFLOP/s"],
+                             [[o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"]] for o in model["onnxruntime_cuda"]])]
     prof = load("profile")
     if prof:
         parts += ["", f"## Where the time goes (onnxruntime profiler, batch {prof['batch']}, {prof['total_ms_per_run']} ms a run)", "",

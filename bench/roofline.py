@@ -34,7 +34,7 @@ def onnxruntime_gemm(n: int = 1024, min_seconds: float = 2.0, threads: int = 0) 
     graph = helper.make_graph([helper.make_node("MatMul", ["A", "B"], ["C"])], "gemm",
                               [helper.make_tensor_value_info("A", TensorProto.FLOAT, [n, n])],
                               [helper.make_tensor_value_info("C", TensorProto.FLOAT, [n, n])], [b])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
