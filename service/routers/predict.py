@@ -101,7 +101,7 @@ async def _images(request: Request, state: AppState, batch: bool) -> np.ndarray:
     return np.stack(images)[:, None]
 
 
-def _result(out: dict[str, np.ndarray], i: int, image: np.ndarray, state: AppState, coupling: bool) -> dict[str, Any]:
+def _result(out: dict[str, np.ndarray], i: int, image: np.ndarray, state: AppState, extras: set[str]) -> dict[str, Any]:
     card = state.card
     lengths = out["lengths"][i]
     r: dict[str, Any] = {
@@ -112,23 +112,28 @@ def _result(out: dict[str, np.ndarray], i: int, image: np.ndarray, state: AppSta
         "input": picture(image[0]),
         "model": {"name": card.name, "version": card.version, "provider": state.engine.provider, "precision": state.engine.precision},
     }
-    if coupling:
+    if extras:
         c = out["coupling"][i]  # [1152,10], i = channel*36 + row*6 + col
         g = card.primary_grid
-        r["coupling"] = rounded(c)
+        if "coupling" in extras:
+            r["coupling"] = rounded(c)
         r["coupling_grid"] = rounded(c.reshape(card.primary_channels, g, g, card.num_classes).mean(0).transpose(2, 0, 1))
     return r
 
 
-def _wants_coupling(include: str | None) -> bool:
+EXTRAS = {"coupling", "coupling_grid"}
+
+
+def _extras(include: str | None) -> set[str]:
     parts = {p.strip() for p in (include or "").split(",") if p.strip()}
-    unknown = parts - {"coupling"}
+    unknown = parts - EXTRAS
     if unknown:
-        raise Invalid(f"include: unknown value(s) {sorted(unknown)}; the only one is 'coupling'")
-    return "coupling" in parts
+        raise Invalid(f"include: unknown value(s) {sorted(unknown)}; choose from {sorted(EXTRAS)}")
+    return parts
 
 
-INCLUDE = Query(None, description="comma-separated extras: `coupling` adds the routing coefficients", examples=["coupling"])
+INCLUDE = Query(None, description="comma-separated extras: `coupling` adds the routing coefficients [1152][10] and their "
+                "6x6 map per digit `coupling_grid` [10][6][6]; `coupling_grid` adds only the map", examples=["coupling"])
 
 
 @router.post("/predict", response_model=Prediction, responses=ERRORS, openapi_extra=_body_spec(PredictJSON, multiple=False),
@@ -138,18 +143,18 @@ async def predict(request: Request, include: str | None = INCLUDE, state: AppSta
 
     Images are made to look like MNIST first (ink bright on black, fit to 20x20, centred by mass);
     `pixels` go to the network as they are."""
-    coupling = _wants_coupling(include)
+    extras = _extras(include)
     images = await _images(request, state, batch=False)
     out = await state.batcher.submit(images, state.settings.request_timeout_s)
-    return FastJSON(await to_thread.run_sync(_result, out, 0, images[0], state, coupling))
+    return FastJSON(await to_thread.run_sync(_result, out, 0, images[0], state, extras))
 
 
 @router.post("/predict/batch", response_model=BatchPrediction, responses=ERRORS, openapi_extra=_body_spec(PredictBatchJSON, multiple=True),
              summary="Classify several digits in one request")
 async def predict_batch(request: Request, include: str | None = INCLUDE, state: AppState = Depends(ready_state)) -> FastJSON:
     """Several `file` parts, `{"images": [...]}` or `{"pixels": [N x 28 x 28]}`, up to the configured maximum (64)."""
-    coupling = _wants_coupling(include)
+    extras = _extras(include)
     images = await _images(request, state, batch=True)
     out = await state.batcher.submit(images, state.settings.request_timeout_s)
-    results = await to_thread.run_sync(lambda: [_result(out, i, images[i], state, coupling) for i in range(len(images))])
+    results = await to_thread.run_sync(lambda: [_result(out, i, images[i], state, extras) for i in range(len(images))])
     return FastJSON({"results": results})

@@ -60,6 +60,8 @@ def test_coupling_on_request(client):
     assert c.shape == (1152, 10) and np.allclose(c.sum(1), 1.0, atol=1e-3)
     assert np.array(body["coupling_grid"]).shape == (10, 6, 6)
     assert "coupling" not in client.post("/predict", files={"file": ("one.png", stroke_digit_one(), "image/png")}).json()
+    grid_only = client.post("/predict?include=coupling_grid", files={"file": ("one.png", stroke_digit_one(), "image/png")}).json()
+    assert "coupling" not in grid_only and grid_only["coupling_grid"] == body["coupling_grid"]
     assert client.post("/predict?include=everything", json={"pixels": [[0] * 28] * 28}).status_code == 422
 
 

@@ -1,0 +1,557 @@
+/* capsnet-serve demo page: draw a digit, watch the digit capsules, drive the decoder.
+ *
+ * No dependencies and no inline code (the server's CSP allows only same-origin scripts and styles).
+ * Server-side values come in as data-* attributes on #app.
+ *
+ * Requests are coalesced per endpoint (see Channel): at most one in flight, the newest wish replaces
+ * any queued one, and an answer older than the last one shown (or made stale by Clear) is dropped.
+ */
+(function () {
+  "use strict";
+
+  var app = document.getElementById("app");
+  var CFG = {
+    numClasses: parseInt(app.dataset.numClasses, 10) || 10,
+    digitDim: parseInt(app.dataset.digitDim, 10) || 16,
+    imageSize: parseInt(app.dataset.imageSize, 10) || 28,
+    primaryGrid: parseInt(app.dataset.primaryGrid, 10) || 6,
+    device: app.dataset.device || "",
+    provider: app.dataset.provider || ""
+  };
+  var LIVE_INTERVAL_MS = 100; // predictions while a stroke is being drawn
+  var FIGURE_DELAY_MS = 150; // the Figure 4 grid waits for the drawing to settle
+  var EXPORT_SIZE = 280; // the drawing is sent as a 280x280 PNG whatever the screen size
+
+  function $(id) { return document.getElementById(id); }
+
+  var els = {
+    canvas: $("draw-canvas"),
+    canvasWrap: $("canvas-wrap"),
+    hint: $("canvas-hint"),
+    clear: $("clear"),
+    undo: $("undo"),
+    upload: $("upload"),
+    prediction: $("prediction"),
+    status: $("status"),
+    inputPreview: $("input-preview"),
+    couplingMap: $("coupling-map"),
+    showCoupling: $("show-coupling"),
+    reconstruction: $("reconstruction"),
+    poseMirror: $("pose-mirror"),
+    reconDigit: $("recon-digit"),
+    select: $("capsule-select"),
+    reset: $("reset-sliders"),
+    perturbGrid: $("perturb-grid"),
+    figureDigit: $("figure-digit"),
+    provider: $("provider"),
+    rtt: $("rtt")
+  };
+  var bars = [];
+  for (var k = 0; k < CFG.numClasses; k++) {
+    var track = $("length-bar-" + k);
+    bars.push({ row: track.parentNode, track: track, fill: track.querySelector(".bar-fill"),
+                value: track.parentNode.querySelector(".bar-value") });
+  }
+  var sliders = [];
+  for (var d = 0; d < CFG.digitDim; d++) {
+    sliders.push({ input: $("pose-slider-" + d), out: $("pose-out-" + d),
+                   base: $("pose-base-" + d).querySelector(".num") });
+  }
+
+  /* ------------------------------------------------------------------ state */
+
+  var state = {
+    strokes: [], // each stroke: array of [x, y] in 0..1 of the canvas
+    current: null, // the stroke being drawn
+    pointerId: null,
+    picture: null, // an uploaded image drawn under the strokes (HTMLImageElement)
+    result: null, // the last /predict answer shown
+    selected: null, // the capsule the sliders drive
+    manualSelect: false, // the person picked a capsule: a new prediction does not override it
+    deltas: new Array(CFG.digitDim).fill(0)
+  };
+
+  /* ------------------------------------------------------------ networking */
+
+  function fmtMs(ms) { return ms < 10 ? ms.toFixed(1) : String(Math.round(ms)); }
+
+  function showRtt(path, ms) {
+    var where = document.createElement("span");
+    where.className = "subtle";
+    where.textContent = path;
+    els.rtt.textContent = fmtMs(ms) + " ms ";
+    els.rtt.appendChild(where);
+  }
+
+  // fetch() a JSON endpoint of this server; resolves to the parsed body, rejects with a readable Error.
+  function api(path, body) {
+    var opts = { method: "POST", headers: { "Accept": "application/json" } };
+    if (body instanceof FormData) {
+      opts.body = body;
+    } else {
+      opts.headers["Content-Type"] = "application/json";
+      opts.body = JSON.stringify(body);
+    }
+    var t0 = performance.now();
+    return fetch(path, opts).then(function (res) {
+      return res.json().catch(function () { return null; }).then(function (data) {
+        showRtt(path.split("?")[0], performance.now() - t0);
+        if (!res.ok) {
+          var msg = data && data.detail ? data.detail : "HTTP " + res.status;
+          throw new Error(typeof msg === "string" ? msg : JSON.stringify(msg));
+        }
+        return data;
+      });
+    });
+  }
+
+  /* A Channel runs one request at a time. ask(job) queues a job (a function returning a
+   * {path, body} or null); a queued job not yet started is replaced by a newer one. Answers are
+   * numbered: one older than the newest answer shown, or older than the last invalidate(), is dropped. */
+  function Channel(onAnswer, onError) {
+    this.onAnswer = onAnswer;
+    this.onError = onError;
+    this.pending = null;
+    this.busy = false;
+    this.seq = 0;
+    this.shown = 0;
+    this.validFrom = 0;
+  }
+  Channel.prototype.ask = function (job) {
+    this.pending = job;
+    this.pump();
+  };
+  Channel.prototype.invalidate = function () {
+    this.pending = null;
+    this.validFrom = this.seq + 1;
+  };
+  Channel.prototype.idle = function () { return !this.busy && !this.pending; };
+  Channel.prototype.pump = function () {
+    if (this.busy || !this.pending) return;
+    var req = this.pending();
+    this.pending = null;
+    if (!req) return;
+    var self = this;
+    var n = ++this.seq;
+    this.busy = true;
+    api(req.path, req.body).then(function (data) {
+      if (n >= self.validFrom && n > self.shown) {
+        self.shown = n;
+        self.onAnswer(data, req);
+      }
+    }, function (err) {
+      if (n >= self.validFrom) self.onError(err, req);
+    }).then(function () {
+      self.busy = false;
+      self.pump();
+    });
+  };
+
+  function setStatus(text, isError) {
+    els.status.textContent = text;
+    els.status.classList.toggle("is-error", !!isError);
+  }
+
+  var predictChannel = new Channel(showPrediction, function (err) {
+    setStatus("Could not classify: " + err.message, true);
+  });
+  var reconstructChannel = new Channel(function (data, req) {
+    setImage(els.reconstruction, data.reconstruction.png);
+    els.reconDigit.textContent = String(req.digit);
+  }, function (err) {
+    setStatus("Could not reconstruct: " + err.message, true);
+  });
+  var perturbChannel = new Channel(function (data) {
+    setImage(els.perturbGrid, data.grid.png);
+    els.figureDigit.textContent = String(data.digit);
+  }, function (err) {
+    setStatus("Could not draw the Figure 4 grid: " + err.message, true);
+  });
+
+  function setImage(img, png) {
+    if (img === els.reconstruction) setImage(els.poseMirror, png);
+    if (png) {
+      img.src = "data:image/png;base64," + png;
+      img.classList.remove("is-empty");
+    } else {
+      img.removeAttribute("src");
+      img.classList.add("is-empty");
+    }
+  }
+
+  /* ---------------------------------------------------------------- drawing */
+
+  var ctx = els.canvas.getContext("2d");
+  var exportCanvas = document.createElement("canvas");
+  exportCanvas.width = exportCanvas.height = EXPORT_SIZE;
+
+  // Keep the canvas' backing store at the displayed size times the pixel ratio, so strokes are crisp.
+  function fitCanvas() {
+    var rect = els.canvas.getBoundingClientRect();
+    var ratio = window.devicePixelRatio || 1;
+    var size = Math.max(1, Math.round(rect.width * ratio));
+    if (els.canvas.width !== size || els.canvas.height !== size) {
+      els.canvas.width = els.canvas.height = size;
+      redraw();
+    }
+  }
+
+  function paint(c, size) {
+    c.clearRect(0, 0, size, size);
+    if (state.picture) {
+      var p = state.picture, s = Math.min(size / p.naturalWidth, size / p.naturalHeight);
+      var w = p.naturalWidth * s, h = p.naturalHeight * s;
+      c.drawImage(p, (size - w) / 2, (size - h) / 2, w, h);
+    }
+    c.lineCap = "round";
+    c.lineJoin = "round";
+    c.strokeStyle = c.fillStyle = "#111418";
+    c.lineWidth = size / 12;
+    var all = state.current ? state.strokes.concat([state.current]) : state.strokes;
+    all.forEach(function (pts) {
+      if (pts.length === 1) {
+        c.beginPath();
+        c.arc(pts[0][0] * size, pts[0][1] * size, c.lineWidth / 2, 0, 2 * Math.PI);
+        c.fill();
+        return;
+      }
+      c.beginPath();
+      c.moveTo(pts[0][0] * size, pts[0][1] * size);
+      for (var i = 1; i < pts.length; i++) c.lineTo(pts[i][0] * size, pts[i][1] * size);
+      c.stroke();
+    });
+  }
+
+  function redraw() {
+    paint(ctx, els.canvas.width);
+    var empty = isEmpty();
+    els.canvasWrap.classList.toggle("has-ink", !empty);
+    els.undo.disabled = state.strokes.length === 0;
+    els.clear.disabled = empty;
+  }
+
+  function isEmpty() { return state.strokes.length === 0 && !state.current && !state.picture; }
+
+  function exportPng() {
+    paint(exportCanvas.getContext("2d"), EXPORT_SIZE);
+    return exportCanvas.toDataURL("image/png");
+  }
+
+  function pointFrom(e) {
+    var rect = els.canvas.getBoundingClientRect();
+    var x = (e.clientX - rect.left) / rect.width, y = (e.clientY - rect.top) / rect.height;
+    return [Math.min(1, Math.max(0, x)), Math.min(1, Math.max(0, y))];
+  }
+
+  els.canvas.addEventListener("pointerdown", function (e) {
+    if (state.pointerId !== null || (e.pointerType === "mouse" && e.button !== 0)) return;
+    e.preventDefault();
+    state.pointerId = e.pointerId;
+    try { els.canvas.setPointerCapture(e.pointerId); } catch (err) { /* synthetic events have no capture */ }
+    state.current = [pointFrom(e)];
+    state.manualSelect = false;
+    redraw();
+    livePredict();
+  });
+
+  els.canvas.addEventListener("pointermove", function (e) {
+    if (e.pointerId !== state.pointerId || !state.current) return;
+    e.preventDefault();
+    var events = typeof e.getCoalescedEvents === "function" ? e.getCoalescedEvents() : [];
+    if (!events.length) events = [e];
+    events.forEach(function (ev) { state.current.push(pointFrom(ev)); });
+    redraw();
+    livePredict();
+  });
+
+  function endStroke(e) {
+    if (e.pointerId !== state.pointerId) return;
+    state.pointerId = null;
+    if (state.current) {
+      state.strokes.push(state.current);
+      state.current = null;
+    }
+    redraw();
+    predictNow(true);
+  }
+  els.canvas.addEventListener("pointerup", endStroke);
+  els.canvas.addEventListener("pointercancel", endStroke);
+
+  /* ------------------------------------------------------------- prediction */
+
+  var lastLive = 0, liveTimer = null, figureTimer = null;
+
+  // While drawing: at most one /predict every LIVE_INTERVAL_MS (and one in flight).
+  function livePredict() {
+    var wait = LIVE_INTERVAL_MS - (performance.now() - lastLive);
+    if (wait <= 0) {
+      predictNow(false);
+    } else if (!liveTimer) {
+      liveTimer = setTimeout(function () { liveTimer = null; if (state.current) predictNow(false); }, wait);
+    }
+  }
+
+  // Ask for a prediction of the canvas as it is when the request starts (the newest state wins).
+  function predictNow(final) {
+    lastLive = performance.now();
+    if (final && liveTimer) { clearTimeout(liveTimer); liveTimer = null; }
+    predictChannel.ask(function () {
+      if (isEmpty()) return null;
+      return { path: "/predict?include=coupling_grid", body: { image: exportPng() }, final: final && !state.current };
+    });
+  }
+
+  function predictFile(file) {
+    var form = new FormData();
+    form.append("file", file, file.name || "upload");
+    predictChannel.ask(function () {
+      return { path: "/predict?include=coupling_grid", body: form, final: true };
+    });
+  }
+
+  function showPrediction(data, req) {
+    state.result = data;
+    var p = data.prediction;
+    els.prediction.textContent = String(p);
+    var len = data.lengths[p];
+    setStatus("Capsule " + p + " is the longest (length " + len.toFixed(2) + ")" +
+              (len < 0.5 ? ": the network is not sure." : "."), false);
+    for (var k = 0; k < bars.length; k++) setBar(k, data.lengths[k], k === p);
+    for (var o = 0; o < els.select.options.length; o++) {
+      var opt = els.select.options[o];
+      opt.textContent = opt.value + (Number(opt.value) === p ? " (predicted)" : "");
+    }
+    setImage(els.inputPreview, data.input.png);
+    if (data.model && data.model.provider) showProvider(data.model.provider);
+    sliders.forEach(function (s) { s.input.disabled = false; });
+    if (!state.manualSelect || state.selected === null) state.selected = p;
+    els.select.value = String(state.selected);
+    showPose();
+    drawCoupling();
+    updateReconstruction();
+    if (req.final) scheduleFigure();
+  }
+
+  function setBar(k, v, winner) {
+    var b = bars[k];
+    var clamped = Math.max(0, Math.min(1, v));
+    b.fill.style.width = (clamped * 100).toFixed(1) + "%";
+    b.value.textContent = v.toFixed(2);
+    b.track.setAttribute("aria-valuenow", clamped.toFixed(3));
+    b.track.setAttribute("aria-valuetext", v.toFixed(2) + (winner ? ", the prediction" : ""));
+    b.row.classList.toggle("is-winner", winner);
+  }
+
+  function showProvider(provider) {
+    var device = /CUDA|Tensorrt|ROCM|DML|GPU/i.test(provider) ? "GPU" : (CFG.device || "CPU");
+    els.provider.textContent = device + " \u00b7 " + provider;
+    els.provider.classList.toggle("badge-gpu", device === "GPU");
+    els.provider.classList.toggle("badge-cpu", device !== "GPU");
+  }
+
+  function clearResult() {
+    predictChannel.invalidate();
+    reconstructChannel.invalidate();
+    perturbChannel.invalidate();
+    if (liveTimer) { clearTimeout(liveTimer); liveTimer = null; }
+    if (figureTimer) { clearTimeout(figureTimer); figureTimer = null; }
+    state.result = null;
+    state.selected = null;
+    state.manualSelect = false;
+    els.prediction.textContent = "";
+    setStatus("Draw a digit to start.", false);
+    for (var k = 0; k < bars.length; k++) setBar(k, 0, false);
+    for (var o = 0; o < els.select.options.length; o++) els.select.options[o].textContent = els.select.options[o].value;
+    els.select.value = "0";
+    setImage(els.inputPreview, null);
+    setImage(els.reconstruction, null);
+    setImage(els.perturbGrid, null);
+    els.reconDigit.textContent = "\u2013";
+    els.figureDigit.textContent = "\u2013";
+    sliders.forEach(function (s) { s.input.disabled = true; s.base.textContent = "\u2013"; });
+    drawCoupling();
+  }
+
+  /* ------------------------------------------------- pose, decoder, Figure 4 */
+
+  function basePose() {
+    return state.result && state.selected !== null ? state.result.poses[state.selected] : null;
+  }
+
+  function showPose() {
+    var pose = basePose();
+    sliders.forEach(function (s, i) { s.base.textContent = pose ? fmtSigned(pose[i], 3) : "\u2013"; });
+  }
+
+  function fmtSigned(v, digits) {
+    var r = Number(v.toFixed(digits));
+    if (r === 0) return (0).toFixed(digits);
+    return (r > 0 ? "+" : "") + r.toFixed(digits);
+  }
+
+  function hasDeltas() { return state.deltas.some(function (x) { return x !== 0; }); }
+
+  // The reconstruction shown: /predict's own when the predicted capsule is unchanged, else /reconstruct.
+  function updateReconstruction() {
+    if (!state.result) return;
+    var r = state.result;
+    if (state.selected === r.prediction && !hasDeltas()) {
+      reconstructChannel.invalidate();
+      setImage(els.reconstruction, r.reconstruction.png);
+      els.reconDigit.textContent = String(r.prediction);
+      return;
+    }
+    reconstructChannel.ask(function () {
+      var pose = basePose();
+      if (!pose) return null;
+      var digit = state.selected;
+      return { path: "/reconstruct", digit: digit,
+               body: { digit: digit, pose: pose.map(function (v, i) { return v + state.deltas[i]; }) } };
+    });
+  }
+
+  function scheduleFigure() {
+    if (figureTimer) clearTimeout(figureTimer);
+    figureTimer = setTimeout(function () {
+      figureTimer = null;
+      perturbChannel.ask(function () {
+        var pose = basePose();
+        if (!pose) return null;
+        return { path: "/perturb", body: { digit: state.selected, pose: pose } };
+      });
+    }, FIGURE_DELAY_MS);
+  }
+
+  sliders.forEach(function (s, i) {
+    s.input.addEventListener("input", function () {
+      state.deltas[i] = Math.round(parseFloat(s.input.value) * 100) / 100;
+      s.out.textContent = fmtSigned(state.deltas[i], 2);
+      s.input.parentNode.parentNode.classList.toggle("is-moved", state.deltas[i] !== 0);
+      updateReconstruction();
+    });
+  });
+
+  els.reset.addEventListener("click", function () {
+    sliders.forEach(function (s, i) {
+      state.deltas[i] = 0;
+      s.input.value = "0";
+      s.out.textContent = fmtSigned(0, 2);
+      s.input.parentNode.parentNode.classList.remove("is-moved");
+    });
+    updateReconstruction();
+  });
+
+  els.select.addEventListener("change", function () {
+    state.selected = parseInt(els.select.value, 10);
+    state.manualSelect = true;
+    if (!state.result) return;
+    showPose();
+    drawCoupling();
+    updateReconstruction();
+    scheduleFigure();
+  });
+
+  /* ------------------------------------------------------- routing heat map */
+
+  // Colour ramp for 0..1: pale yellow -> orange -> deep red, with opacity growing with the value.
+  function heat(t) {
+    var stops = [[255, 237, 160], [254, 178, 76], [240, 59, 32], [189, 0, 38]];
+    var x = t * (stops.length - 1), i = Math.min(stops.length - 2, Math.floor(x)), f = x - i;
+    var c = stops[i].map(function (a, j) { return Math.round(a + (stops[i + 1][j] - a) * f); });
+    return "rgba(" + c[0] + "," + c[1] + "," + c[2] + "," + (0.2 + 0.55 * t).toFixed(3) + ")";
+  }
+
+  function drawCoupling() {
+    var cv = els.couplingMap, c = cv.getContext("2d"), size = cv.width;
+    c.clearRect(0, 0, size, size);
+    var r = state.result;
+    if (!r || !r.coupling_grid || state.selected === null) return;
+    var grid = r.coupling_grid[state.selected], g = grid.length;
+    var lo = Infinity, hi = -Infinity;
+    grid.forEach(function (row) { row.forEach(function (v) { lo = Math.min(lo, v); hi = Math.max(hi, v); }); });
+    var span = hi - lo;
+    // Primary capsule (row, col) sees input pixels 2*row .. 2*row+16 (conv 9x9, then 9x9 stride 2):
+    // its cell is drawn 2x2 input pixels wide, centred on that receptive field.
+    var px = size / CFG.imageSize, stride = 2, first = (CFG.imageSize - stride * g) / 2;
+    for (var y = 0; y < g; y++) {
+      for (var x = 0; x < g; x++) {
+        var t = span > 1e-9 ? (grid[y][x] - lo) / span : 0.5;
+        c.fillStyle = heat(t);
+        c.fillRect((first + stride * x) * px, (first + stride * y) * px, stride * px, stride * px);
+      }
+    }
+    c.strokeStyle = "rgba(255,255,255,0.7)";
+    c.lineWidth = Math.max(1, px / 5);
+    c.strokeRect(first * px, first * px, stride * g * px, stride * g * px);
+  }
+
+  els.showCoupling.addEventListener("change", function () {
+    els.couplingMap.classList.toggle("is-hidden", !els.showCoupling.checked);
+  });
+
+  /* ------------------------------------------------------ controls, uploads */
+
+  els.clear.addEventListener("click", function () {
+    state.strokes = [];
+    state.current = null;
+    state.picture = null;
+    els.upload.value = "";
+    redraw();
+    clearResult();
+  });
+
+  function undo() {
+    if (!state.strokes.length) return;
+    state.strokes.pop();
+    redraw();
+    if (isEmpty()) clearResult(); else predictNow(true);
+  }
+  els.undo.addEventListener("click", undo);
+  document.addEventListener("keydown", function (e) {
+    var tag = (e.target && e.target.tagName) || "";
+    if ((e.ctrlKey || e.metaKey) && !e.shiftKey && e.key.toLowerCase() === "z" && !/INPUT|SELECT|TEXTAREA/.test(tag)) {
+      e.preventDefault();
+      undo();
+    }
+  });
+
+  function useFile(file) {
+    if (!file) return;
+    if (file.type && !/^image\//.test(file.type)) {
+      setStatus("That file is not an image (" + file.type + ").", true);
+      return;
+    }
+    state.strokes = [];
+    state.current = null;
+    state.manualSelect = false;
+    var url = URL.createObjectURL(file);
+    var img = new Image();
+    img.onload = function () { state.picture = img; redraw(); URL.revokeObjectURL(url); };
+    img.onerror = function () { URL.revokeObjectURL(url); };
+    img.src = url;
+    redraw();
+    predictFile(file);
+  }
+
+  els.upload.addEventListener("change", function () { useFile(els.upload.files[0]); });
+  els.canvas.addEventListener("dragover", function (e) {
+    e.preventDefault();
+    els.canvasWrap.classList.add("is-dragover");
+  });
+  els.canvas.addEventListener("dragleave", function () { els.canvasWrap.classList.remove("is-dragover"); });
+  els.canvas.addEventListener("drop", function (e) {
+    e.preventDefault();
+    els.canvasWrap.classList.remove("is-dragover");
+    var files = e.dataTransfer && e.dataTransfer.files;
+    if (files && files.length) useFile(files[0]);
+  });
+
+  /* ------------------------------------------------------------------ start */
+
+  if (typeof ResizeObserver === "function") new ResizeObserver(fitCanvas).observe(els.canvas);
+  window.addEventListener("resize", fitCanvas);
+  fitCanvas();
+  clearResult();
+  redraw();
+  app.classList.add("is-ready");
+})();

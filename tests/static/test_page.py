@@ -1,0 +1,584 @@
+"""The demo page in a real browser (Chromium via Playwright) against the real service.
+
+The service runs as a subprocess on a free loopback port, serving weights/. The browser is the
+system Chromium (Debian: `apt-get install chromium`); without it these tests skip, unless
+CAPSNET_REQUIRE_BROWSER=1, which makes a missing browser a failure (CI).
+
+Everything waits for conditions, never for fixed times: the model may share the CPU with other work.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTPUT = ROOT / "test-output"
+CHROMIUM = os.environ.get("CAPSNET_CHROMIUM", "/usr/bin/chromium")
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+READY_TIMEOUT_S = 60.0
+WAIT_MS = 30_000  # one condition on the page (a /predict may take a second on a busy CPU)
+TILE, ROWS, COLS = 28, 16, 11  # the Figure 4 grid: 16 dimensions x 11 deltas of 28x28 tiles
+
+# Strokes as polylines in fractions of the canvas (0..1, y down).
+ONE = [[(0.52, 0.14), (0.50, 0.50), (0.48, 0.86)]]
+ZERO = [[(0.5 + 0.22 * math.sin(2 * math.pi * k / 48), 0.5 - 0.33 * math.cos(2 * math.pi * k / 48)) for k in range(49)]]
+SEVEN = [[(0.26, 0.18), (0.74, 0.18), (0.58, 0.50), (0.44, 0.86)]]
+SEVEN_BAR = [[(0.28, 0.16), (0.53, 0.14)]]  # added to ONE's top: a "7"-like shape
+
+
+def _require_browser(reason: str) -> None:
+    if os.environ.get("CAPSNET_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{reason} (CAPSNET_REQUIRE_BROWSER=1)")
+    pytest.skip(reason)
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _require_browser("playwright is not installed: pip install -r requirements/test.txt to run the page tests")
+    if not Path(CHROMIUM).exists():
+        _require_browser("Chromium not found: apt-get install chromium (Debian) to run the page tests")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield b
+        b.close()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def base_url(browser: Any) -> Iterator[str]:
+    """The real service (`python -m service`) on a free loopback port; needs the browser first, so a
+    run without Chromium skips before starting it."""
+    port = _free_port()
+    env = {**os.environ, "CAPSNET_PORT": str(port), "CAPSNET_HOST": "127.0.0.1", "CAPSNET_LOG_LEVEL": "warning"}
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen([sys.executable, "-m", "service"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def output() -> str:
+        log.seek(0)
+        return log.read().decode(errors="replace")[-4000:]
+
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the service exited with {proc.returncode} before it was ready:\n{output()}")
+            try:
+                with urllib.request.urlopen(f"{url}/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the service was not ready within {READY_TIMEOUT_S:.0f} s:\n{output()}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+
+
+class Watch:
+    """Every request a page makes, its console errors, page errors and CSP violations."""
+
+    def __init__(self, page: Any) -> None:
+        self.urls: list[str] = []
+        self.errors: list[str] = []
+        self.predict_inflight = 0
+        self.predict_max_inflight = 0
+        self.predict_count = 0
+        page.on("request", self._request)
+        page.on("requestfinished", self._done)
+        page.on("requestfailed", self._failed)
+        page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        # Runs before the page's own scripts (injected by the browser, outside the page's CSP).
+        page.add_init_script("""
+            document.addEventListener('securitypolicyviolation', (e) => {
+                console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI);
+            });
+        """)
+
+    def _request(self, req: Any) -> None:
+        self.urls.append(req.url)
+        if urlsplit(req.url).path == "/predict":
+            self.predict_count += 1
+            self.predict_inflight += 1
+            self.predict_max_inflight = max(self.predict_max_inflight, self.predict_inflight)
+
+    def _done(self, req: Any) -> None:
+        if urlsplit(req.url).path == "/predict":
+            self.predict_inflight -= 1
+
+    def _failed(self, req: Any) -> None:
+        self._done(req)
+        self.errors.append(f"request failed: {req.url} {req.failure}")
+
+    def foreign(self) -> list[str]:
+        return [u for u in self.urls if urlsplit(u).scheme not in ("data", "blob") and urlsplit(u).hostname != "127.0.0.1"]
+
+    def check(self) -> None:
+        assert not self.foreign(), f"requests left 127.0.0.1: {self.foreign()}"
+        assert not self.errors, f"errors in the page: {self.errors}"
+
+
+def _open(browser: Any, base_url: str, **context_args: Any) -> tuple[Any, Any, Watch]:
+    context = browser.new_context(**{"viewport": {"width": 1280, "height": 900}, **context_args})
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    watch = Watch(page)
+    page.goto(base_url + "/")
+    page.wait_for_selector("#app.is-ready")
+    return context, page, watch
+
+
+@pytest.fixture
+def session(browser: Any, base_url: str) -> Iterator[tuple[Any, Watch]]:
+    """A fresh desktop page; on teardown, no request left 127.0.0.1 and nothing went wrong in it."""
+    context, page, watch = _open(browser, base_url)
+    yield page, watch
+    context.close()
+    watch.check()
+
+
+@pytest.fixture
+def page(session: tuple[Any, Watch]) -> Any:
+    return session[0]
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def expect(*args: Any) -> Any:
+    from playwright.sync_api import expect as _expect
+
+    return _expect(*args)
+
+
+def canvas_box(page: Any) -> dict[str, float]:
+    return page.get_by_test_id("draw-canvas").bounding_box()
+
+
+def draw(page: Any, strokes: list[list[tuple[float, float]]], steps: int = 4) -> None:
+    """Mouse strokes along polylines given in fractions of the canvas."""
+    box = canvas_box(page)
+
+    def at(p: tuple[float, float]) -> tuple[float, float]:
+        return box["x"] + p[0] * box["width"], box["y"] + p[1] * box["height"]
+
+    for stroke in strokes:
+        page.mouse.move(*at(stroke[0]))
+        page.mouse.down()
+        for p in stroke[1:]:
+            page.mouse.move(*at(p), steps=steps)
+        page.mouse.up()
+
+
+def wait_predicted(page: Any, digit: int) -> None:
+    expect(page.get_by_test_id("prediction")).to_have_text(str(digit), timeout=WAIT_MS)
+
+
+def wait_settled(page: Any) -> None:
+    """A prediction is shown and no request is queued or in flight."""
+    expect(page.get_by_test_id("prediction")).to_have_text(re.compile(r"^\d$"), timeout=WAIT_MS)
+    page.wait_for_load_state("networkidle")
+
+
+def canvas_ink(page: Any, testid: str) -> int:
+    """How many pixels of a canvas are not fully transparent."""
+    return page.evaluate(
+        """(id) => {
+            const c = document.querySelector(`[data-testid="${id}"]`);
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            let n = 0;
+            for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+            return n;
+        }""",
+        testid,
+    )
+
+
+def canvas_data(page: Any) -> str:
+    return page.evaluate("() => document.querySelector('[data-testid=\"draw-canvas\"]').toDataURL()")
+
+
+def src(page: Any, testid: str) -> str | None:
+    return page.get_by_test_id(testid).get_attribute("src")
+
+
+def wait_src_change(page: Any, testid: str, old: str | None) -> str:
+    page.wait_for_function(
+        """([id, old]) => { const s = document.querySelector(`[data-testid="${id}"]`).getAttribute('src');
+                            return !!s && s !== old; }""",
+        arg=[testid, old],
+        timeout=WAIT_MS,
+    )
+    return src(page, testid)
+
+
+def digit_png(strokes: list[list[tuple[float, float]]], size: int = 200) -> bytes:
+    """A PNG of black strokes on white, as a scanned or photographed digit would be."""
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (size, size), "white")
+    d = ImageDraw.Draw(img)
+    for stroke in strokes:
+        d.line([(x * size, y * size) for x, y in stroke], fill="black", width=size // 12, joint="curve")
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def tab_through(page: Any, limit: int = 80) -> list[str]:
+    """The data-testid (or id) of each element Tab focuses, from the top of the page."""
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    page.mouse.click(2, 2)  # focus the document itself, before the first control
+    seen: list[str] = []
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        name = page.evaluate(
+            "() => { const e = document.activeElement; return e ? (e.dataset.testid || e.id || e.tagName) : ''; }"
+        )
+        if seen and name == seen[0]:
+            break
+        seen.append(name)
+    return seen
+
+
+# ------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("digit, strokes", [(1, ONE), (0, ZERO), (7, SEVEN)], ids=["one", "zero", "seven"])
+def test_drawn_digit_is_recognised(session: tuple[Any, Watch], digit: int, strokes: list) -> None:
+    page, watch = session
+    box = canvas_box(page)
+    draw(page, strokes, steps=8)
+    wait_predicted(page, digit)
+    wait_settled(page)
+    assert canvas_box(page) == box, "the canvas moved when the answers came in (layout shift)"
+    assert watch.predict_count >= 1
+    assert watch.predict_max_inflight == 1, "more than one /predict was in flight at once"
+    # the bars carry the lengths as text and as ARIA values; the predicted capsule is the longest
+    values = [float(page.get_by_test_id(f"length-bar-{k}").get_attribute("aria-valuenow")) for k in range(10)]
+    assert max(range(10), key=values.__getitem__) == digit
+    expect(page.get_by_test_id(f"length-bar-{digit}")).to_have_attribute("aria-valuetext", re.compile(r"^\d\.\d\d"))
+    texts = page.locator(".bar-value").all_text_contents()
+    assert len(texts) == 10 and all(re.fullmatch(r"\d\.\d\d", t) for t in texts)
+    # the input the network saw and the reconstruction are shown as images
+    expect(page.get_by_test_id("input-preview")).to_have_attribute("src", re.compile(r"^data:image/png;base64,"))
+    expect(page.get_by_test_id("reconstruction")).to_have_attribute("src", re.compile(r"^data:image/png;base64,"))
+    # provider and round-trip time
+    expect(page.get_by_test_id("provider")).to_have_text(re.compile(r"(CPU|GPU).*ExecutionProvider"))
+    expect(page.get_by_test_id("rtt")).to_have_text(re.compile(r"\d+(\.\d+)? ms"))
+
+
+def test_live_prediction_while_drawing(session: tuple[Any, Watch]) -> None:
+    """A prediction arrives before the pointer is lifted, and requests are throttled to one in flight."""
+    page, watch = session
+    box = canvas_box(page)
+    x = box["x"] + 0.5 * box["width"]
+    page.mouse.move(x, box["y"] + 0.15 * box["height"])
+    page.mouse.down()
+    for k in range(1, 41):
+        page.mouse.move(x, box["y"] + (0.15 + 0.7 * k / 40) * box["height"])
+        if k == 20:
+            expect(page.get_by_test_id("prediction")).to_have_text(re.compile(r"^\d$"), timeout=WAIT_MS)
+    page.wait_for_load_state("networkidle")
+    page.mouse.up()
+    wait_predicted(page, 1)
+    wait_settled(page)
+    assert watch.predict_max_inflight == 1
+
+
+def test_touch_drawing(browser: Any, base_url: str) -> None:
+    """A finger stroke (touch events -> pointer events of type touch) draws and predicts, without scrolling."""
+    context, page, watch = _open(browser, base_url, viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    try:
+        page.evaluate("""() => { window.__pointerTypes = [];
+            document.querySelector('[data-testid="draw-canvas"]').addEventListener('pointerdown',
+                (e) => window.__pointerTypes.push(e.pointerType)); }""")
+        page.get_by_test_id("draw-canvas").scroll_into_view_if_needed()
+        scroll_before = page.evaluate("() => window.scrollY")
+        box = canvas_box(page)
+        cdp = context.new_cdp_session(page)
+
+        def touch(kind: str, fx: float | None = None, fy: float | None = None) -> None:
+            points = [] if fx is None else [{"x": box["x"] + fx * box["width"], "y": box["y"] + fy * box["height"]}]
+            cdp.send("Input.dispatchTouchEvent", {"type": kind, "touchPoints": points})
+
+        touch("touchStart", 0.5, 0.14)
+        for k in range(1, 25):
+            touch("touchMove", 0.5 - 0.02 * k / 24, 0.14 + 0.72 * k / 24)
+        touch("touchEnd")
+        wait_predicted(page, 1)
+        wait_settled(page)
+        assert "touch" in page.evaluate("() => window.__pointerTypes")
+        assert page.evaluate("() => window.scrollY") == scroll_before, "the touch stroke scrolled the page"
+        assert page.evaluate("() => getComputedStyle(document.querySelector('[data-testid=\"draw-canvas\"]')).touchAction") == "none"
+    finally:
+        context.close()
+    watch.check()
+
+
+def test_clear_and_undo(page: Any) -> None:
+    assert canvas_ink(page, "draw-canvas") == 0
+    expect(page.get_by_test_id("undo")).to_be_disabled()
+    draw(page, ONE)
+    wait_predicted(page, 1)
+    wait_settled(page)
+    one_only = canvas_data(page)
+    draw(page, SEVEN_BAR)
+    assert canvas_data(page) != one_only
+    wait_settled(page)
+    page.get_by_test_id("undo").click()
+    assert canvas_data(page) == one_only, "Undo did not restore the canvas to before the last stroke"
+    wait_predicted(page, 1)
+    wait_settled(page)
+
+    page.get_by_test_id("clear").click()
+    assert canvas_ink(page, "draw-canvas") == 0
+    expect(page.get_by_test_id("prediction")).to_have_text("")
+    expect(page.get_by_test_id("input-preview")).not_to_have_attribute("src", re.compile("."))
+    for k in range(10):
+        expect(page.get_by_test_id(f"length-bar-{k}")).to_have_attribute("aria-valuenow", "0.000")
+    assert canvas_ink(page, "coupling-map") == 0
+    expect(page.get_by_test_id("pose-slider-0")).to_be_disabled()
+
+    # Undo of the only stroke empties the page too
+    draw(page, ZERO)
+    wait_predicted(page, 0)
+    page.keyboard.press("Control+z")
+    assert canvas_ink(page, "draw-canvas") == 0
+    expect(page.get_by_test_id("prediction")).to_have_text("")
+
+
+def test_sliders_drive_the_reconstruction(page: Any) -> None:
+    draw(page, ZERO)
+    wait_predicted(page, 0)
+    wait_settled(page)
+    original = src(page, "reconstruction")
+    slider, out = page.get_by_test_id("pose-slider-0"), page.get_by_test_id("pose-out-0")
+    expect(slider).to_be_enabled()
+    expect(out).to_have_text("0.00")
+    expect(page.get_by_label("Dim 1", exact=True)).to_have_attribute("data-testid", "pose-slider-0")
+    assert slider.get_attribute("min") == "-0.5" and slider.get_attribute("max") == "0.5" and slider.get_attribute("step") == "0.01"
+    ticks = page.locator("#" + slider.get_attribute("list") + " option")
+    assert sorted(float(v) for v in ticks.evaluate_all("(os) => os.map((o) => o.value)")) == [-0.25, 0.0, 0.25]
+
+    # by mouse: drag the thumb from the middle towards the right end
+    box = slider.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] / 2, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.7, y, steps=5)
+    page.mouse.move(box["x"] + box["width"] * 0.85, y, steps=5)
+    page.mouse.up()
+    expect(out).to_have_text(re.compile(r"^\+0\.[1-4]\d$"))
+    assert float(slider.input_value()) == pytest.approx(float(out.text_content()))
+    dragged = wait_src_change(page, "reconstruction", original)
+    page.wait_for_load_state("networkidle")
+
+    # by keyboard: ten presses of ArrowRight on dimension 2
+    slider2, out2 = page.get_by_test_id("pose-slider-1"), page.get_by_test_id("pose-out-1")
+    slider2.focus()
+    for _ in range(10):
+        page.keyboard.press("ArrowRight")
+    expect(out2).to_have_text("+0.10")
+    wait_src_change(page, "reconstruction", dragged)
+    page.wait_for_load_state("networkidle")
+    OUTPUT.mkdir(exist_ok=True)
+    page.screenshot(path=str(OUTPUT / "page.png"), full_page=True)
+
+    # Reset puts every slider back to 0 and the reconstruction back to /predict's own
+    page.get_by_test_id("reset-sliders").click()
+    for d in range(16):
+        expect(page.get_by_test_id(f"pose-out-{d}")).to_have_text("0.00")
+        assert float(page.get_by_test_id(f"pose-slider-{d}").input_value()) == 0.0
+    expect(page.get_by_test_id("reconstruction")).to_have_attribute("src", original)
+
+
+def test_select_another_capsule(page: Any) -> None:
+    draw(page, ONE)
+    wait_predicted(page, 1)
+    wait_settled(page)
+    select = page.get_by_test_id("capsule-select")
+    expect(select).to_have_value("1")
+    before_pose = [page.get_by_test_id(f"pose-base-{d}").text_content() for d in range(16)]
+    before_recon = src(page, "reconstruction")
+    before_grid = src(page, "perturb-grid")
+    select.select_option("3")
+    expect(page.locator("#recon-digit")).to_have_text("3")
+    wait_src_change(page, "reconstruction", before_recon)
+    after_pose = [page.get_by_test_id(f"pose-base-{d}").text_content() for d in range(16)]
+    assert after_pose != before_pose
+    expect(page.locator("#figure-digit")).to_have_text("3")
+    wait_src_change(page, "perturb-grid", before_grid)
+    page.wait_for_load_state("networkidle")
+    expect(select).to_have_value("3")
+
+
+def test_figure4_grid(page: Any) -> None:
+    draw(page, SEVEN)
+    wait_settled(page)
+    grid = page.get_by_test_id("perturb-grid")
+    page.wait_for_function(
+        "([w, h]) => { const i = document.querySelector('[data-testid=\"perturb-grid\"]');"
+        " return i.complete && i.naturalWidth === w && i.naturalHeight === h; }",
+        arg=[COLS * TILE, ROWS * TILE],
+        timeout=WAIT_MS,
+    )
+    assert grid.is_visible()
+
+
+def test_coupling_map(page: Any) -> None:
+    assert canvas_ink(page, "coupling-map") == 0
+    draw(page, ZERO)
+    wait_settled(page)
+    page.wait_for_function(
+        """() => { const c = document.querySelector('[data-testid="coupling-map"]');
+                   const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                   for (let i = 3; i < d.length; i += 4) if (d[i] > 0) return true;
+                   return false; }""",
+        timeout=WAIT_MS,
+    )
+    # the map is normalised to its own range: its cells are not all one colour
+    colours = page.evaluate(
+        """() => { const c = document.querySelector('[data-testid="coupling-map"]');
+                   const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                   const s = new Set();
+                   for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0) s.add(d.slice(i, i + 4).join());
+                   return s.size; }"""
+    )
+    assert colours > 4
+    assert page.get_by_test_id("coupling-map").is_visible()
+
+
+def test_upload_and_drop(page: Any) -> None:
+    png = digit_png(ONE)
+    with page.expect_request(lambda r: urlsplit(r.url).path == "/predict") as req:
+        page.get_by_test_id("upload").set_input_files(files=[{"name": "one.png", "mimeType": "image/png", "buffer": png}])
+    assert req.value.headers["content-type"].startswith("multipart/form-data")
+    wait_predicted(page, 1)
+    wait_settled(page)
+
+    page.get_by_test_id("clear").click()
+    expect(page.get_by_test_id("prediction")).to_have_text("")
+    zero = base64.b64encode(digit_png(ZERO)).decode()
+    transfer = page.evaluate_handle(
+        """(b64) => { const bin = atob(b64), bytes = new Uint8Array(bin.length);
+                      for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+                      const dt = new DataTransfer();
+                      dt.items.add(new File([bytes], 'zero.png', { type: 'image/png' }));
+                      return dt; }""",
+        zero,
+    )
+    with page.expect_request(lambda r: urlsplit(r.url).path == "/predict") as req:
+        page.get_by_test_id("draw-canvas").dispatch_event("drop", {"dataTransfer": transfer})
+    assert req.value.headers["content-type"].startswith("multipart/form-data")
+    wait_predicted(page, 0)
+    wait_settled(page)
+    page.wait_for_function("() => document.querySelector('[data-testid=\"draw-canvas\"]').closest('.has-ink') !== null")
+
+
+def test_whole_session_stays_local_and_clean(session: tuple[Any, Watch]) -> None:
+    """Every feature once; all requests go to the service, and nothing logs an error (CSP included)."""
+    page, watch = session
+    draw(page, ONE)
+    wait_predicted(page, 1)
+    wait_settled(page)
+    page.get_by_test_id("pose-slider-4").focus()
+    page.keyboard.press("End")
+    expect(page.get_by_test_id("pose-out-4")).to_have_text("+0.50")
+    page.get_by_test_id("capsule-select").select_option("7")
+    page.get_by_test_id("reset-sliders").click()
+    page.get_by_test_id("upload").set_input_files(files=[{"name": "zero.png", "mimeType": "image/png", "buffer": digit_png(ZERO)}])
+    wait_predicted(page, 0)
+    wait_settled(page)
+    page.locator("#show-coupling").uncheck()
+    page.get_by_test_id("clear").click()
+    page.wait_for_load_state("networkidle")
+    paths = {urlsplit(u).path for u in watch.urls if urlsplit(u).scheme == "http"}
+    assert {"/", "/static/app.js", "/static/style.css", "/predict", "/reconstruct", "/perturb"} <= paths
+    watch.check()
+    # the page's markup has no inline code or styles, and names nothing outside the service
+    html = page.request.get(page.url).text()
+    assert not re.search(r"<script(?![^>]*\bsrc=)", html), "inline <script>"
+    assert not re.search(r"<style|\sstyle=|\son[a-z]+=", html, re.I), "inline style or event handler"
+    assert not re.search(r"(src|href)=\"(https?:)?//", html), "a resource from another origin"
+
+
+def test_keyboard_and_screen_reader(page: Any) -> None:
+    draw(page, ZERO)
+    wait_predicted(page, 0)
+    wait_settled(page)
+    order = tab_through(page)
+    for name in ["clear", "undo", "upload", "capsule-select", "reset-sliders", "show-coupling"] + [f"pose-slider-{d}" for d in range(16)]:
+        assert name in order, f"Tab never reaches {name}: {order}"
+    assert order.index("clear") < order.index("capsule-select") < order.index("pose-slider-0") < order.index("pose-slider-15")
+    # every slider has a label, every bar a text value, the prediction is announced
+    for d in range(16):
+        expect(page.get_by_label(f"Dim {d + 1}", exact=True)).to_have_attribute("type", "range")
+    for k in range(10):
+        bar = page.get_by_test_id(f"length-bar-{k}")
+        expect(bar).to_have_attribute("role", "meter")
+        expect(bar).to_have_attribute("aria-label", f"Capsule {k} length")
+    assert page.get_by_role("meter").count() == 10
+    live = page.get_by_test_id("prediction").locator("xpath=ancestor-or-self::*[@aria-live][1]")
+    expect(live).to_have_attribute("aria-live", "polite")
+    assert page.get_by_role("status").count() >= 1
+
+
+def test_phone_width(browser: Any, base_url: str) -> None:
+    context, page, watch = _open(browser, base_url, viewport={"width": 360, "height": 740}, device_scale_factor=2)
+    try:
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 361
+        draw(page, ZERO)
+        wait_predicted(page, 0)
+        wait_settled(page)
+        page.get_by_test_id("perturb-grid").wait_for(state="visible")
+        page.wait_for_function("() => document.querySelector('[data-testid=\"perturb-grid\"]').naturalWidth > 0")
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 361
+        box = canvas_box(page)
+        assert box["width"] >= 250, "the drawing canvas is too small on a phone"
+        for testid in ["clear", "undo", "capsule-select", "reset-sliders", "pose-slider-15", "perturb-grid"]:
+            b = page.get_by_test_id(testid).bounding_box()
+            assert b["x"] >= 0 and b["x"] + b["width"] <= 361, f"{testid} sticks out of the screen: {b}"
+        OUTPUT.mkdir(exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "page-phone.png"), full_page=True)
+    finally:
+        context.close()
+    watch.check()
