@@ -5,7 +5,8 @@ import json
 
 import torch
 
-from model.export import export_onnx
+from model.capsnet import CapsNet
+from model.export import build_card, export_onnx
 from model.train import parse_args, train
 from tests.model.test_data import make_split
 
@@ -15,11 +16,17 @@ def _args(data, out, epochs, resume=None):
     return parse_args(argv + (["--resume", str(resume)] if resume else []))
 
 
-def test_epochs_checkpoint_and_resume(tmp_path):
+def _data(tmp_path, n_train: int):
+    """A tiny MNIST-shaped directory: train split gzipped, test split raw (the reader takes both)."""
     data = tmp_path / "data"
     data.mkdir()
-    make_split(data, "train", 32, gz=True)
+    make_split(data, "train", n_train, gz=True)
     make_split(data, "test", 16, gz=False)
+    return data
+
+
+def test_epochs_checkpoint_and_resume(tmp_path):
+    data = _data(tmp_path, 32)
     out = tmp_path / "ckpt"
     state = train(_args(data, out, 1))
     assert state["epoch"] == 1 and (out / "last.pt").exists() and (out / "best.pt").exists()
@@ -34,15 +41,10 @@ def test_epochs_checkpoint_and_resume(tmp_path):
 
 
 def test_resume_from_exported_onnx_keeps_the_epoch_count(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    make_split(data, "train", 16, gz=True)
-    make_split(data, "test", 16, gz=True)
+    data = _data(tmp_path, 16)
     out = tmp_path / "ckpt"
     train(_args(data, out, 1))
     ckpt = torch.load(out / "last.pt", weights_only=False)
-    from model.capsnet import CapsNet
-    from model.export import build_card
 
     model = CapsNet()
     model.load_state_dict(ckpt["model"])
