@@ -134,7 +134,9 @@ def hardware() -> str:
     return f"{cpu}, {os.cpu_count()} cores, CPU only"
 
 
-def build_card(model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Path, parity: dict, accuracy: dict | None) -> dict:
+def build_card(model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Path, parity: dict, accuracy: dict | None,
+               later: list[dict] | None = None) -> dict:
+    """`later`: epochs trained after the exported checkpoint (they did not beat it), kept so every epoch is on record."""
     cfg = model.cfg
     history = ckpt.get("history", [])
     args = ckpt.get("args", {})
@@ -178,6 +180,7 @@ def build_card(model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Pat
             "hardware": hardware(),
             "torch": torch.__version__,
             "history": history,
+            "epochs_after_this_checkpoint": later or [],
         },
         "test": accuracy,
         "deviations_from_paper": DEVIATIONS,
@@ -213,7 +216,9 @@ def main(argv: list[str] | None = None) -> None:
         accuracy = summarize(predict_onnx(capsnet_path, images), labels)
         accuracy["measured_with"] = "onnxruntime CPUExecutionProvider on weights/capsnet.onnx"
         log.info("onnxruntime test accuracy %.4f", accuracy["accuracy"])
-    card = build_card(model, ckpt, capsnet_path, decoder_path, parity, accuracy)
+    run_history = Path(args.checkpoint).with_name("history.json")
+    later = [h for h in json.loads(run_history.read_text()) if h["epoch"] > ckpt.get("epoch", 0)] if run_history.exists() else []
+    card = build_card(model, ckpt, capsnet_path, decoder_path, parity, accuracy, later)
     (out / "model-card.json").write_text(json.dumps(card, indent=1) + "\n")
     log.info("wrote %s, %s and the model card", capsnet_path, decoder_path)
     stale = out / "capsnet-int8.onnx"

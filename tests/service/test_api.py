@@ -15,8 +15,9 @@ from tests.service.helpers import b64, encode, png_pixels, stroke_digit_one
 
 
 @pytest.fixture(scope="module")
-def session() -> ort.InferenceSession:
-    return ort.InferenceSession(str(WEIGHTS / "capsnet.onnx"), providers=["CPUExecutionProvider"])
+def session(client) -> ort.InferenceSession:
+    """onnxruntime on the file the service serves (FP32, or INT8 when the card says it met its bars)."""
+    return ort.InferenceSession(str(WEIGHTS / client.app.state.capsnet.engine.model_file), providers=["CPUExecutionProvider"])
 
 
 def digits(n: int = 8) -> tuple[np.ndarray, np.ndarray]:

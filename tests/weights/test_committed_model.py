@@ -42,5 +42,6 @@ def test_card_accuracy_is_the_committed_models():
 def test_int8_entry_matches_its_file_and_its_bars():
     q = CARD["int8"]
     assert hashlib.sha256((WEIGHTS / q["file"]).read_bytes()).hexdigest() == q["sha256"] == CARD["files"][q["file"]]["sha256"]
-    loss = CARD["test"]["accuracy"] - q["test"]["accuracy"]
-    assert q["meets_bars"] == (loss <= 0.0005 and q["speedup_batch32"] > 1.0)
+    extra_errors = q["test"]["errors"] - CARD["test"]["errors"]
+    assert q["extra_errors"] == extra_errors
+    assert q["meets_bars"] == (extra_errors <= 5 and q["speedup_batch32"] > 1.0)  # <= 0.05 points of 10k
