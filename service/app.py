@@ -39,7 +39,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         card = await to_thread.run_sync(load_card, s.weights_dir)
         model_file = choose_model_file(card, s.precision)
-        await to_thread.run_sync(verify_files, s.weights_dir, card, [model_file, "decoder.onnx"])
+        # every file the card lists, not only those in use: a weights directory that differs from its card is not served
+        await to_thread.run_sync(verify_files, s.weights_dir, card, sorted(card.raw["files"]))
         engine = await to_thread.run_sync(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, model_file)
     except (WeightsError, ValueError) as e:
         log.error("cannot start: %s", e)

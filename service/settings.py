@@ -22,12 +22,12 @@ class Settings(BaseSettings):
     templates_dir: Path = Field(ROOT / "templates", description="the page's jinja2 templates")
     log_level: str = Field("info", description="logging level")
 
-    precision: Literal["auto", "fp32", "int8"] = Field("auto", description="capsnet model: fp32, int8, or auto (int8 if the card says it met its bars)")
+    precision: Literal["auto", "fp32", "int8"] = Field("fp32", description="capsnet model: fp32, int8, or auto (int8 if the card says it met its bars); fp32 by default: see the README on INT8")
     providers: str = Field("cuda,cpu", description="execution providers in order of preference: cuda, cpu")
     intra_op_threads: int = Field(0, ge=0, description="onnxruntime intra-op threads (0: one per physical core)")
 
     max_batch: int = Field(32, ge=1, le=1024, description="most images the batcher runs in one session call")
-    max_wait_ms: float = Field(2.0, ge=0, le=1000, description="how long the batcher waits to fill a batch")
+    max_wait_ms: float = Field(0.0, ge=0, le=1000, description="how long the batcher waits to fill a batch (0: takes what is queued)")
     max_queue: int = Field(512, ge=1, description="images waiting for the model before requests get 503")
     request_timeout_s: float = Field(10.0, gt=0, description="longest a request may wait for the model (then 503)")
 
