@@ -5,7 +5,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import onnxruntime as ort
 from anyio import to_thread
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -45,7 +44,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     except (WeightsError, ValueError) as e:
         log.error("cannot start: %s", e)
         raise
-    state.extra["available_providers"] = ort.get_available_providers()
     await to_thread.run_sync(engine.warm_up, s.warmup_runs)
     state.engine = engine
     state.batcher = Batcher(engine.predict, s.max_batch, s.max_wait_ms / 1000.0, s.max_queue, state.metrics.observe_batch)

@@ -73,7 +73,7 @@ class Engine:
             self.reconstruct(np.zeros(1, np.int64), np.zeros((1, self.card.digit_dim), np.float32))
 
 
-def _session(path: Path, providers: list[tuple[str, dict[str, Any]]], threads: int, spin: bool = False) -> ort.InferenceSession:
+def _session(path: Path, providers: list[tuple[str, dict[str, Any]]], threads: int) -> ort.InferenceSession:
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.intra_op_num_threads = threads
@@ -81,7 +81,7 @@ def _session(path: Path, providers: list[tuple[str, dict[str, Any]]], threads: i
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     # Idle onnxruntime threads spin by default, burning the cores that the event loop, image decoding
     # and response encoding need between batches: measured here, spinning cost /predict a third of its throughput.
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         return ort.InferenceSession(str(path), opts, providers=providers)
     except Exception as e:  # onnxruntime raises its own exception types for corrupt files

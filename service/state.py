@@ -1,7 +1,7 @@
 """What the lifespan builds and the routes use, reached through FastAPI dependencies."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fastapi import Request
 
@@ -24,7 +24,6 @@ class AppState:
     engine: Engine | None = None
     batcher: Batcher | None = None
     ready: bool = False
-    extra: dict = field(default_factory=dict)
 
     @property
     def card(self) -> ModelCard:

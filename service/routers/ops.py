@@ -1,6 +1,7 @@
 """Liveness, readiness, the model card and Prometheus metrics: what an operator and an orchestrator ask."""
 from __future__ import annotations
 
+import onnxruntime as ort
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -38,7 +39,7 @@ async def model(state: AppState = Depends(ready_state)) -> JSONResponse:
         "precision": engine.precision,
         "model_file": engine.model_file,
         "session_providers": engine.capsnet.get_providers(),
-        "available_providers": state.extra.get("available_providers", []),
+        "available_providers": ort.get_available_providers(),
         "input_spec": {"name": inp.name, "type": inp.type, "shape": [d if isinstance(d, int) else None for d in inp.shape]},
         "limits": {"max_body_bytes": s.max_body_bytes, "max_image_pixels": s.max_image_pixels, "max_batch_items": s.max_batch_items,
                    "max_deltas": s.max_deltas, "max_abs_pose": s.max_abs_pose, "max_json_depth": s.max_json_depth,
