@@ -49,10 +49,10 @@ def predict_checkpoint(path: str | Path, images: np.ndarray) -> np.ndarray:
 
     from model.capsnet import CapsNet
     from model.data import to_tensor
-    from model.train import evaluate_model
+    from model.train import checkpoint_weights, evaluate_model
 
     model = CapsNet()
-    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=False)["model"])
+    model.load_state_dict(checkpoint_weights(torch.load(path, map_location="cpu", weights_only=False)))
     x = to_tensor(images)
     _, pred = evaluate_model(model, x, torch.zeros(len(x), dtype=torch.long))
     return pred

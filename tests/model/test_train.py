@@ -7,7 +7,7 @@ import torch
 
 from model.capsnet import CapsNet
 from model.export import build_card, export_onnx
-from model.train import parse_args, train
+from model.train import checkpoint_weights, parse_args, train
 from tests.model.test_data import make_split
 
 
@@ -53,3 +53,22 @@ def test_resume_from_exported_onnx_keeps_the_epoch_count(tmp_path):
     (weights / "model-card.json").write_text(json.dumps(build_card(model, ckpt, *paths, {}, None)))
     state = train(_args(data, tmp_path / "ckpt2", 2, resume=weights / "capsnet.onnx"))
     assert state["epoch"] == 2 and len(state["history"]) == 2
+
+
+def test_weight_average_is_checkpointed_and_the_better_weights_are_marked(tmp_path):
+    data = _data(tmp_path, 32)
+    out = tmp_path / "ckpt"
+    train(parse_args(["--data", str(data), "--out", str(out), "--epochs", "1", "--batch-size", "8", "--threads", "1", "--ema-decay", "0.5"]))
+    ckpt = torch.load(out / "best.pt", weights_only=False)
+    rec = ckpt["history"][0]
+    assert 0.0 <= rec["ema_test_accuracy"] <= 1.0
+    # four steps of averaging at decay 0.5 leave the average behind the trained weights
+    assert not torch.equal(ckpt["ema"]["conv1.weight"], ckpt["model"]["conv1.weight"])
+    assert ckpt["best_weights"] == ("ema" if rec["ema_test_accuracy"] > rec["test_accuracy"] else "model")
+    assert ckpt["best_acc"] == max(rec["ema_test_accuracy"], rec["test_accuracy"])
+    assert checkpoint_weights(ckpt) is ckpt[ckpt["best_weights"]]
+
+    # a checkpoint holding an average resumes with it
+    state = train(parse_args(["--data", str(data), "--out", str(out), "--epochs", "2", "--batch-size", "8", "--threads", "1",
+                              "--ema-decay", "0.5", "--resume", str(out / "last.pt")]))
+    assert state["epoch"] == 2 and "ema" not in state
