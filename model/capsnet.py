@@ -63,9 +63,14 @@ class CapsNetConfig:
 
 
 def squash(s: Tensor, dim: int = -1, eps: float = 1e-8) -> Tensor:
-    """v = |s|^2 / (1 + |s|^2) * s / |s|, written so that s = 0 gives v = 0 and a finite gradient."""
+    """v = |s|^2 / (1 + |s|^2) * s / |s|, written so that s = 0 gives v = 0 and a finite gradient.
+
+    The floor is a clamp, not `sq + eps`: torch.onnx's graph optimiser folds `x + 1e-8` away as an
+    add of zero, which left the exported squash at 0/0 = NaN for an all-zero capsule (an INT8 model
+    produced one); Max(sq, eps) survives export.
+    """
     sq = (s * s).sum(dim, keepdim=True)
-    return s * (sq / ((1.0 + sq) * torch.sqrt(sq + eps)))
+    return s * (sq / ((1.0 + sq) * torch.sqrt(sq.clamp_min(eps))))
 
 
 class PrimaryCaps(nn.Module):

@@ -21,8 +21,9 @@ def summarize(pred: np.ndarray, labels: np.ndarray, num_classes: int = 10) -> di
     """Overall and per-class accuracy and the confusion matrix (rows: true digit, columns: predicted)."""
     labels = labels.astype(np.int64)
     confusion = np.zeros((num_classes, num_classes), dtype=np.int64)
-    np.add.at(confusion, (labels, pred.astype(np.int64)), 1)
-    per_class = confusion.diagonal() / np.maximum(confusion.sum(1), 1)
+    valid = pred >= 0  # -1: non-finite output, an error that has no column
+    np.add.at(confusion, (labels[valid], pred[valid].astype(np.int64)), 1)
+    per_class = confusion.diagonal() / np.maximum(np.bincount(labels, minlength=num_classes), 1)
     return {
         "accuracy": float((pred == labels).mean()),
         "errors": int((pred != labels).sum()),
@@ -33,15 +34,24 @@ def summarize(pred: np.ndarray, labels: np.ndarray, num_classes: int = 10) -> di
 
 
 def predict_onnx(onnx_path: str | Path, images: np.ndarray, batch_size: int = 250, threads: int = 0) -> np.ndarray:
-    """Predicted digits for uint8 [N,28,28] images through onnxruntime's CPU provider."""
+    """Predicted digits for uint8 [N,28,28] images through onnxruntime's CPU provider.
+
+    A row whose lengths are not all finite is predicted as -1, so it counts as an error (argmax would
+    quietly call it a 0) and `(pred == -1).sum()` says how many there were."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     sess = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
     x = (images.astype(np.float32) / 255.0)[:, None]
-    preds = [sess.run(["lengths"], {"image": x[i : i + batch_size]})[0].argmax(-1) for i in range(0, len(x), batch_size)]
-    return np.concatenate(preds)
+    preds = []
+    for i in range(0, len(x), batch_size):
+        lengths = sess.run(["lengths"], {"image": x[i : i + batch_size]})[0]
+        preds.append(np.where(np.isfinite(lengths).all(-1), lengths.argmax(-1), -1))
+    pred = np.concatenate(preds)
+    if (pred == -1).any():
+        log.warning("%s: %d of %d images gave non-finite outputs", onnx_path, int((pred == -1).sum()), len(pred))
+    return pred
 
 
 def predict_checkpoint(path: str | Path, images: np.ndarray) -> np.ndarray:

@@ -91,3 +91,18 @@ def test_int8_model_runs_and_stays_close_to_fp32(exported, tmp_path):
     got = ort.InferenceSession(str(int8), providers=["CPUExecutionProvider"]).run(None, {"image": x})
     assert [g.shape for g in got] == [r.shape for r in ref]
     assert np.abs(got[0] - ref[0]).max() < 0.05  # capsule lengths
+
+
+def test_exported_squash_is_safe_at_zero(tmp_path):
+    """With PrimaryCaps silenced every capsule is exactly zero: the ONNX model must still give numbers, not NaN."""
+    torch.manual_seed(0)
+    model = CapsNet().eval()
+    with torch.no_grad():
+        model.primary.conv.weight.zero_()
+        model.primary.conv.bias.zero_()
+    capsnet_path, _ = export_onnx(model, tmp_path)
+    sess = ort.InferenceSession(str(capsnet_path), providers=["CPUExecutionProvider"])
+    lengths, poses, recon, coupling = sess.run(None, {"image": np.random.default_rng(0).random((2, 1, 28, 28), dtype=np.float32)})
+    for out in (lengths, poses, recon, coupling):
+        assert np.isfinite(out).all()
+    assert np.abs(lengths).max() == 0.0 and np.allclose(coupling, 0.1)
