@@ -9,10 +9,10 @@ from anyio import to_thread
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from starlette.datastructures import UploadFile
 
 from service.errors import BadInput, Invalid
 from service.imaging import decode_base64, decode_image
+from service.multipart import file_parts
 from service.preprocess import to_mnist
 from service.responses import FastJSON, picture, rounded
 from service.schemas import ERRORS, BatchPrediction, PredictBatchJSON, PredictJSON, Prediction
@@ -69,26 +69,13 @@ def _parse_json(body: bytes, model: type) -> Any:
         raise RequestValidationError(e.errors(include_input=False, include_url=False)) from e
 
 
-async def _files(request: Request, state: AppState, limit: int) -> list[bytes]:
-    try:
-        form = await request.form(max_files=limit + 1, max_fields=limit + 16)
-    except Exception as e:  # python-multipart and Starlette raise several types for malformed bodies
-        raise BadInput(f"malformed multipart body: {e}") from e
-    files = [f for f in form.getlist("file") if isinstance(f, UploadFile)]
-    if not files:
-        raise Invalid("multipart body needs an image in field 'file'")
-    if len(files) > limit:
-        raise Invalid(f"{len(files)} images, at most {limit} per request")
-    return [await f.read() for f in files]
-
-
 async def _images(request: Request, state: AppState, batch: bool) -> np.ndarray:
     """All the inputs of one request as float32 [n,1,S,S], validated and preprocessed off the event loop."""
     limit = state.settings.max_batch_items if batch else 1
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype == "multipart/form-data":
-        return await _preprocess_all(await _files(request, state, limit), state)
     body = await request.body()
+    if ctype == "multipart/form-data":
+        return await _preprocess_all(file_parts(body, request.headers["content-type"], "file", limit), state)
     if batch:
         req = _parse_json(body, PredictBatchJSON)
         items = req.images if req.images is not None else req.pixels
