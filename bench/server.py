@@ -61,6 +61,23 @@ class Server:
                 return int(line.split()[1]) / 1024.0
         return float("nan")
 
+    def thread_cpu_seconds(self) -> tuple[float, float]:
+        """CPU seconds so far of the server's event-loop thread (the main one) and of all its other threads
+        (onnxruntime's, the inference executor's, anyio's); what is gone with exited threads is not counted."""
+        tick = os.sysconf("SC_CLK_TCK")
+        main = other = 0.0
+        for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
+            try:
+                fields = Path(f"/proc/{self.proc.pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            cpu = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+            if int(tid) == self.proc.pid:
+                main += cpu
+            else:
+                other += cpu
+        return main, other
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> str:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)

@@ -2,12 +2,31 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import resource
 
 from bench.loadgen import run_load
 from bench.payloads import predict_requests, reconstruct_requests
 from bench.server import Server
 
 CONCURRENCY = (1, 4, 16, 64)
+
+
+def _cpu(server: Server) -> dict[str, float]:
+    main, other = server.thread_cpu_seconds()
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    return {"event_loop": main, "other_threads": other, "client": me.ru_utime + me.ru_stime,
+            "machine_busy": (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK"), "machine_all": sum(ticks) / os.sysconf("SC_CLK_TCK")}
+
+
+def _cpu_per_request(a: dict[str, float], b: dict[str, float], requests: int) -> dict[str, float]:
+    """Where each request's CPU went: the server's event loop (HTTP, parsing, images, JSON), its other threads
+    (mostly onnxruntime), and this load generator, which shares the machine; and how busy the machine was."""
+    per = lambda k: round(1000.0 * (b[k] - a[k]) / max(requests, 1), 3)  # noqa: E731
+    return {"event_loop_ms": per("event_loop"), "other_threads_ms": per("other_threads"), "client_ms": per("client"),
+            "machine_busy_fraction": round((b["machine_busy"] - a["machine_busy"]) / max(b["machine_all"] - a["machine_all"], 1e-9), 3)}
 
 
 def measure(duration_s: float = 8.0, max_requests: int = 20000, env: dict[str, str] | None = None) -> dict:
@@ -20,8 +39,9 @@ def measure(duration_s: float = 8.0, max_requests: int = 20000, env: dict[str, s
             asyncio.run(run_load(server.url, reqs, 4, 1.0, 200))  # warm-up
             rows = []
             for c in CONCURRENCY:
+                before = _cpu(server)
                 r = asyncio.run(run_load(server.url, reqs, c, duration_s, max_requests)).summary()
-                rows.append({"concurrency": c, **r})
+                rows.append({"concurrency": c, **r, "cpu": _cpu_per_request(before, _cpu(server), r["requests"])})
             out["endpoints"][path] = rows
         return out
     finally:
