@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> None:
     if "profile" in args.only:
         write("profile", profile.measure(args.weights))
     if "service" in args.only:
-        write("service", service.measure(args.load_seconds))
+        card = json.loads((args.weights / "model-card.json").read_text())
+        write("service", service.measure(args.load_seconds, precisions=("fp32", "int8") if "int8" in card else ("fp32",)))
     if "soak" in args.only:
         write("soak", soak.measure(args.soak_seconds))
     (ROOT / "BENCHMARKS.md").write_text(report.render(args.results))

@@ -11,20 +11,27 @@ def _table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+def _best_in_process(model: dict | None, precision: str) -> float | None:
+    rows = (model or {}).get("onnxruntime" if precision == "fp32" else f"onnxruntime_{precision}") or []
+    return max((o["images_per_s"] for o in rows), default=None)
+
+
 def _targets(model: dict, svc: dict) -> str:
-    ort = model["onnxruntime"]
-    big = [o for o in ort if o["batch"] >= 16]
-    best = max(o["images_per_s"] for o in ort)
-    b1 = next(o for o in ort if o["batch"] == 1)
-    at = lambda path, c: next(r for r in svc["endpoints"][path] if r["concurrency"] == c)  # noqa: E731
-    p16, p1, r1 = at("/predict", 16), at("/predict", 1), at("/reconstruct", 1)
-    rows = [
-        ["model at batch >= 16, fraction of the GEMM roofline", ">= 0.6", min(o["fraction_of_roofline"] for o in big)],
-        ["service at 16 clients / best in-process images/s", ">= 0.6", f"{p16['throughput_rps']} / {best} = {p16['throughput_rps'] / best:.2f}"],
-        ["`/predict` p50 at concurrency 1 minus the model's batch-1 latency", "<= 3 ms", f"{p1['p50_ms']} - {b1['latency_ms']} = {p1['p50_ms'] - b1['latency_ms']:.2f} ms"],
-        ["`/reconstruct` p50 at concurrency 1", "<= 3 ms", f"{r1['p50_ms']} ms"],
-    ]
-    return _table(["target", "bar", "measured"], rows)
+    big = [o for o in model["onnxruntime"] if o["batch"] >= 16]
+    rows = [["model at batch >= 16, fraction of the GEMM roofline", "fp32", ">= 0.6", min(o["fraction_of_roofline"] for o in big)]]
+    for precision, run in svc["precisions"].items():
+        ort = model["onnxruntime" if precision == "fp32" else f"onnxruntime_{precision}"]
+        best = _best_in_process(model, precision)
+        b1 = next(o for o in ort if o["batch"] == 1)
+        at = lambda path, c: next(r for r in run["endpoints"][path] if r["concurrency"] == c)  # noqa: E731
+        p16, p1, r1 = at("/predict", 16), at("/predict", 1), at("/reconstruct", 1)
+        rows += [
+            ["service at 16 clients / best in-process images/s", precision, ">= 0.6", f"{p16['throughput_rps']} / {best} = {p16['throughput_rps'] / best:.2f}"],
+            ["`/predict` p50 at concurrency 1 minus the model's batch-1 latency", precision, "<= 3 ms",
+             f"{p1['p50_ms']} - {b1['latency_ms']} = {p1['p50_ms'] - b1['latency_ms']:.2f} ms"],
+            ["`/reconstruct` p50 at concurrency 1", precision, "<= 3 ms", f"{r1['p50_ms']} ms"],
+        ]
+    return _table(["target", "model", "bar", "measured"], rows)
 
 
 def render(results_dir: Path) -> str:
@@ -67,21 +74,22 @@ def render(results_dir: Path) -> str:
         parts += ["", f"## Where the time goes (onnxruntime profiler, batch {prof['batch']}, {prof['total_ms_per_run']} ms a run)", "",
                   _table(["operator", "share", "ms/run", "nodes"], [[r["op"], f"{100 * r['share']:.1f}%", r["ms_per_run"], r["nodes"]] for r in prof["by_op"] if r["share"] >= 0.001])]
     svc = load("service")
-    best = max((o["images_per_s"] for o in model["onnxruntime"]), default=None) if model else None
     if svc:
         parts += ["", f"## Service over loopback ({svc['duration_s']} s per level, client on the same 2 cores)", "",
                   "CPU per request: the server's event-loop thread (HTTP, multipart, image decoding and preprocessing, JSON), "
-                  "its other threads (onnxruntime) and the load generator; busy: the whole machine's CPU use."
-                  + (f" `/predict` throughput is also given as a fraction of the best in-process model rate ({best} images/s)." if best else ""), ""]
-        for path, rows in svc["endpoints"].items():
-            ratio = path == "/predict" and best
-            parts += [f"`POST {path}`" + (" (PNG upload)" if path == "/predict" else ""), "",
-                      _table(["concurrency", "requests", "req/s"] + (["of model"] if ratio else []) + ["p50 ms", "p95 ms", "p99 ms", "errors",
-                              "loop ms/req", "onnxruntime ms/req", "client ms/req", "busy"],
-                             [[r["concurrency"], r["requests"], r["throughput_rps"]] + ([round(r["throughput_rps"] / best, 2)] if ratio else [])
-                              + [r["p50_ms"], r["p95_ms"], r["p99_ms"], r["errors"]]
-                              + [r.get("cpu", {}).get(k) for k in ("event_loop_ms", "other_threads_ms", "client_ms", "machine_busy_fraction")]
-                              for r in rows]), ""]
+                  "its other threads (onnxruntime) and the load generator; busy: the whole machine's CPU use. "
+                  "`/predict` throughput is also given as a fraction of the best in-process rate of the same model file.", ""]
+        for precision, run in svc["precisions"].items():
+            best = _best_in_process(model, precision)
+            for path, rows in run["endpoints"].items():
+                ratio = path == "/predict" and best
+                parts += [f"`POST {path}`" + (" (PNG upload)" if path == "/predict" else "") + f", `CAPSNET_PRECISION={precision}`", "",
+                          _table(["concurrency", "requests", "req/s"] + (["of model"] if ratio else []) + ["p50 ms", "p95 ms", "p99 ms", "errors",
+                                  "loop ms/req", "onnxruntime ms/req", "client ms/req", "busy"],
+                                 [[r["concurrency"], r["requests"], r["throughput_rps"]] + ([round(r["throughput_rps"] / best, 2)] if ratio else [])
+                                  + [r["p50_ms"], r["p95_ms"], r["p99_ms"], r["errors"]]
+                                  + [r.get("cpu", {}).get(k) for k in ("event_loop_ms", "other_threads_ms", "client_ms", "machine_busy_fraction")]
+                                  for r in rows]), ""]
     if model and svc:
         parts += ["## Issue 6 targets, computed from the tables above", "", _targets(model, svc), ""]
     soak = load("soak")

@@ -29,12 +29,20 @@ def _cpu_per_request(a: dict[str, float], b: dict[str, float], requests: int) ->
             "machine_busy_fraction": round((b["machine_busy"] - a["machine_busy"]) / max(b["machine_all"] - a["machine_all"], 1e-9), 3)}
 
 
-def measure(duration_s: float = 8.0, max_requests: int = 20000, env: dict[str, str] | None = None) -> dict:
+def measure(duration_s: float = 8.0, max_requests: int = 20000, precisions: tuple[str, ...] = ("fp32",)) -> dict:
+    """Each precision on its own server (CAPSNET_PRECISION), the rest of the settings at their defaults."""
+    out: dict = {"duration_s": duration_s, "precisions": {}}
+    for precision in precisions:
+        out["precisions"][precision] = _measure_one(duration_s, max_requests, {"CAPSNET_PRECISION": precision})
+    return out
+
+
+def _measure_one(duration_s: float, max_requests: int, env: dict[str, str]) -> dict:
     server = Server(env).wait_ready()
     try:
         host, port = "127.0.0.1", server.port
         bodies = {"/predict": predict_requests(host, port), "/reconstruct": reconstruct_requests(host, port)}
-        out: dict = {"duration_s": duration_s, "settings": env or {}, "endpoints": {}}
+        out: dict = {"settings": env, "endpoints": {}}
         for path, reqs in bodies.items():
             asyncio.run(run_load(server.url, reqs, 4, 1.0, 200))  # warm-up
             rows = []
