@@ -10,7 +10,8 @@ def test_squash_shrinks_below_one_and_keeps_direction():
     s = torch.randn(64, 16) * torch.logspace(-3, 3, 64).unsqueeze(1)
     v = squash(s)
     n_s, n_v = s.norm(dim=-1), v.norm(dim=-1)
-    assert (n_v < 1).all()
+    # below 1; for |s| in the thousands |s|^2/(1+|s|^2) is within float32's rounding of 1
+    assert (n_v <= 1).all() and (n_v[n_s < 100] < 1).all()
     cos = (s * v).sum(-1) / (n_s * n_v)
     assert torch.allclose(cos, torch.ones_like(cos), atol=1e-5)
     # the paper's formula |s|^2/(1+|s|^2) for the length
