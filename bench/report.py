@@ -11,18 +11,21 @@ def _table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+def _in_process(model: dict | None, precision: str) -> list[dict]:
+    """The in-process rows of one model file: `onnxruntime` is FP32, `onnxruntime_int8` the INT8 file."""
+    return (model or {}).get("onnxruntime" if precision == "fp32" else f"onnxruntime_{precision}") or []
+
+
 def _best_in_process(model: dict | None, precision: str) -> float | None:
-    rows = (model or {}).get("onnxruntime" if precision == "fp32" else f"onnxruntime_{precision}") or []
-    return max((o["images_per_s"] for o in rows), default=None)
+    return max((o["images_per_s"] for o in _in_process(model, precision)), default=None)
 
 
 def _targets(model: dict, svc: dict) -> str:
     big = [o for o in model["onnxruntime"] if o["batch"] >= 16]
     rows = [["model at batch >= 16, fraction of the GEMM roofline", "fp32", ">= 0.6", min(o["fraction_of_roofline"] for o in big)]]
     for precision, run in svc["precisions"].items():
-        ort = model["onnxruntime" if precision == "fp32" else f"onnxruntime_{precision}"]
         best = _best_in_process(model, precision)
-        b1 = next(o for o in ort if o["batch"] == 1)
+        b1 = next(o for o in _in_process(model, precision) if o["batch"] == 1)
         at = lambda path, c: next(r for r in run["endpoints"][path] if r["concurrency"] == c)  # noqa: E731
         p16, p1, r1 = at("/predict", 16), at("/predict", 1), at("/reconstruct", 1)
         rows += [

@@ -34,7 +34,8 @@ PARITY_ATOL = 1e-4
 DEVIATIONS = [
     "Routing iterations before the last use a detached u_hat: gradients reach W only through the final "
     "iteration (forward pass unchanged).",
-    "squash uses sqrt(|s|^2 + 1e-8) so that a zero vector has a finite gradient.",
+    "squash uses sqrt(max(|s|^2, 1e-8)) so that a zero vector gives zero and a finite gradient (a clamp: "
+    "torch.onnx's optimiser folds an added 1e-8 away).",
     "Learning rate: Adam 1e-3 with exponential decay per epoch (the paper gives no schedule).",
     "Checkpoint selection: the exported weights are those of the epoch, trained or weight-averaged "
     "(training.exported_weights), with the best 10k test accuracy; there is no separate validation split, "

@@ -3,8 +3,8 @@
 Only Conv is quantised: the convolutions are ~98% of the multiply-adds, while routing (softmax,
 agreement, squash) works on small, sign-sensitive values where 8 bits would cost accuracy for no speed.
 `python -m model.quantize` writes weights/capsnet-int8.onnx and records its measured accuracy and
-speed-up in the model card; the service uses it only when asked (CAPSNET_PRECISION=int8) or when the
-card says it met both bars (accuracy loss <= 0.05 points, faster).
+speed-up in the model card; the service serves it when asked (CAPSNET_PRECISION=int8) or, by default
+(auto), when the card says it met the bars (accuracy loss <= 0.05 points, faster, no non-finite output).
 """
 from __future__ import annotations
 
