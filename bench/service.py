@@ -1,11 +1,10 @@
 """The real service over loopback: throughput and latency percentiles at concurrency 1, 4, 16, 64."""
 from __future__ import annotations
 
-import asyncio
 import os
 import resource
 
-from bench.loadgen import run_load
+from bench.loadgen import load
 from bench.payloads import predict_requests, reconstruct_requests
 from bench.server import Server
 
@@ -44,11 +43,11 @@ def _measure_one(duration_s: float, max_requests: int, env: dict[str, str]) -> d
         bodies = {"/predict": predict_requests(host, port), "/reconstruct": reconstruct_requests(host, port)}
         out: dict = {"settings": env, "endpoints": {}}
         for path, reqs in bodies.items():
-            asyncio.run(run_load(server.url, reqs, 4, 1.0, 200))  # warm-up
+            load(server.url, reqs, 4, 1.0, 200)  # warm-up
             rows = []
             for c in CONCURRENCY:
                 before = _cpu(server)
-                r = asyncio.run(run_load(server.url, reqs, c, duration_s, max_requests)).summary()
+                r = load(server.url, reqs, c, duration_s, max_requests).summary()
                 rows.append({"concurrency": c, **r, "cpu": _cpu_per_request(before, _cpu(server), r["requests"])})
             out["endpoints"][path] = rows
         return out

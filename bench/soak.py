@@ -1,11 +1,10 @@
 """A bounded soak: several clients send good and bad requests for a fixed time; count 5xx, watch memory."""
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 
-from bench.loadgen import run_load
+from bench.loadgen import load
 from bench.payloads import bad_requests, predict_requests, reconstruct_requests
 from bench.server import Server
 
@@ -19,7 +18,7 @@ def measure(duration_s: float = 60.0, clients: int = 8, env: dict[str, str] | No
         bad = bad_requests(host, port)
         mixed = [r for pair in zip(good, (bad * 4)[: len(good)]) for r in pair]  # half good, half bad
         # settle: first requests allocate the arenas that later ones reuse
-        asyncio.run(run_load(server.url, mixed, clients, min(5.0, duration_s / 4), 10**6))
+        load(server.url, mixed, clients, min(5.0, duration_s / 4), 10**6)
         rss: list[tuple[float, float]] = []
         stop = threading.Event()
 
@@ -31,7 +30,7 @@ def measure(duration_s: float = 60.0, clients: int = 8, env: dict[str, str] | No
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        res = asyncio.run(run_load(server.url, mixed, clients, duration_s, 10**7)).summary()
+        res = load(server.url, mixed, clients, duration_s, 10**7).summary()
         stop.set()
         sampler.join()
         rss.append((round(duration_s, 1), round(server.rss_mb(), 1)))

@@ -1,7 +1,9 @@
 """The FastAPI application: lifespan (load, verify, warm up), middleware, routers, error handlers."""
 from __future__ import annotations
 
+import gc
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -14,7 +16,7 @@ from PIL import Image
 
 from service.batcher import Batcher
 from service.card import WeightsError, choose_model_file, load_card, verify_files
-from service.engine import load_engine
+from service.engine import batches_in_flight, load_engine
 from service.errors import install_handlers
 from service.metrics import Metrics
 from service.middleware import GuardMiddleware, HeadersAndMetricsMiddleware
@@ -40,21 +42,31 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         model_file = choose_model_file(card, s.precision)
         # every file the card lists, not only those in use: a weights directory that differs from its card is not served
         await to_thread.run_sync(verify_files, s.weights_dir, card, sorted(card.raw["files"]))
-        engine = await to_thread.run_sync(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, model_file)
+        engine = await to_thread.run_sync(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, model_file,
+                                             s.intra_op_threads_busy)
     except (WeightsError, ValueError) as e:
         log.error("cannot start: %s", e)
         raise
-    await to_thread.run_sync(engine.warm_up, s.warmup_runs)
+    ms_per_image = await to_thread.run_sync(engine.warm_up, s.warmup_runs)
     state.engine = engine
-    state.batcher = Batcher(engine.predict, s.max_batch, s.max_wait_ms / 1000.0, s.max_queue, state.metrics.observe_batch)
+    workers = s.workers or (batches_in_flight(ms_per_image, len(os.sched_getaffinity(0))) if engine.capsnet_busy is not None else 1)
+    state.batcher = Batcher(engine.predict, s.max_batch, s.max_wait_ms / 1000.0, s.max_queue, state.metrics.observe_batch,
+                            s.gather_ms / 1000.0, workers)
     state.batcher.start()
+    # Everything built so far (FastAPI's routes and models, pydantic's validators, onnxruntime's bindings) lives as
+    # long as the process: moved out of the collector's reach, it is not traversed again by every full collection.
+    # Measured: +7% /predict throughput at 16 clients (paired runs, 653 -> 698 req/s).
+    gc.collect()
+    gc.freeze()
     state.ready = True
-    log.info("ready: %s %s on %s, batches of up to %d within %.1f ms", card.name, card.version, engine.provider, s.max_batch, s.max_wait_ms)
+    log.info("ready: %s %s on %s, batches of up to %d, %d at once (%s ms an image on one thread)", card.name, card.version,
+             engine.provider, s.max_batch, workers, f"{ms_per_image:.2f}" if ms_per_image is not None else "not measured")
     try:
         yield
     finally:
         state.ready = False
         await state.batcher.stop()
+        gc.unfreeze()  # what this app built may be collected again (tests start many apps in one process)
         log.info("stopped")
 
 

@@ -74,7 +74,9 @@ def _to_array(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None]:
     if has_alpha:
         rgba = np.asarray(im.convert("RGBA"), dtype=np.float32) / 255.0
         return rgba[..., :3], rgba[..., 3]
-    if mode in ("1", "L"):
+    if mode == "L":
+        return np.divide(np.asarray(im), np.float32(255.0), dtype=np.float32), None
+    if mode == "1":
         return np.asarray(im.convert("L"), dtype=np.float32) / 255.0, None
     return np.asarray(im.convert("RGB"), dtype=np.float32) / 255.0, None
 

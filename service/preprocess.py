@@ -41,41 +41,48 @@ def ink_bright(grey: np.ndarray) -> np.ndarray:
     """
     h, w = grey.shape
     border = np.concatenate([grey[0, :], grey[-1, :], grey[:, 0], grey[:, -1]]) if h > 2 and w > 2 else grey.ravel()
-    bg = float(np.median(border))
+    bg = _median(border)
     if bg > 0.5:
         grey, bg = 1.0 - grey, 1.0 - bg
-    ink = np.clip(grey - bg, 0.0, None)
+    ink = np.maximum(grey - np.float32(bg), 0.0, dtype=np.float32)
     peak = float(ink.max()) if ink.size else 0.0
     if peak < 1e-3:
         return np.zeros_like(grey, dtype=np.float32)
-    return (ink / peak).astype(np.float32)
+    return np.divide(ink, np.float32(peak), out=ink)
+
+
+def _median(values: np.ndarray) -> float:
+    """np.median's value (the mean of the middle two for an even count) at a fifth of its overhead on ~100 values."""
+    v = np.sort(values, axis=None)
+    n = v.size
+    return float(v[n // 2]) if n % 2 else float((v[n // 2 - 1] + v[n // 2]) / 2)
 
 
 def centre_of_mass(img: np.ndarray) -> tuple[float, float]:
     """(row, col) of the intensity-weighted centre; the image centre for a blank image."""
-    total = float(img.sum())
     h, w = img.shape
+    rows, cols = img.sum(1, dtype=np.float64), img.sum(0, dtype=np.float64)
+    total = float(rows.sum())
     if total <= 0:
         return (h - 1) / 2.0, (w - 1) / 2.0
-    rows = np.arange(h, dtype=np.float64)
-    cols = np.arange(w, dtype=np.float64)
-    return float((img.sum(1) * rows).sum() / total), float((img.sum(0) * cols).sum() / total)
+    return float(rows @ np.arange(h, dtype=np.float64)) / total, float(cols @ np.arange(w, dtype=np.float64)) / total
 
 
 def fit_and_centre(ink: np.ndarray, size: int = 28, box: int = 20) -> np.ndarray:
     """Crop to the ink, scale to fit box x box keeping aspect ratio, centre by mass in size x size."""
     out = np.zeros((size, size), dtype=np.float32)
     mask = ink > INK_THRESHOLD
-    if not mask.any():
+    rows = np.flatnonzero(mask.any(1))
+    if not rows.size:
         return out
-    rows, cols = np.nonzero(mask)
-    crop = ink[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1]
+    cols = np.flatnonzero(mask.any(0))
+    crop = ink[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
     h, w = crop.shape
     scale = box / max(h, w)
     nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
     # Pillow's bilinear resize is anti-aliased when it shrinks, as MNIST's reduction was.
     patch = np.asarray(Image.fromarray(np.ascontiguousarray(crop, dtype=np.float32)).resize((nw, nh), Image.Resampling.BILINEAR))
-    patch = np.clip(patch, 0.0, 1.0)
+    patch = np.minimum(np.maximum(patch, 0.0), 1.0)
     cy, cx = centre_of_mass(patch)
     top = int(round((size - 1) / 2.0 - cy))
     left = int(round((size - 1) / 2.0 - cx))
@@ -91,7 +98,7 @@ def to_mnist(pixels: np.ndarray, alpha: np.ndarray | None = None, size: int = 28
     """Any picture of a digit, values in [0,1] ([H,W] grey or [H,W,3] colour, optional alpha [H,W]),
     -> float32 [size,size], background 0 and ink up to 1, as MNIST."""
     x = np.asarray(pixels, dtype=np.float32)
-    x = np.nan_to_num(np.clip(x, 0.0, 1.0), nan=0.0)
+    x = np.fmax(np.minimum(x, 1.0), 0.0)  # into [0,1]; NaN -> 0 (minimum keeps a NaN, fmax drops it)
     if alpha is not None:
         x = flatten_alpha(x, np.nan_to_num(np.asarray(alpha, dtype=np.float32), nan=1.0))
     return fit_and_centre(ink_bright(to_grey(x)), size, box)

@@ -1,6 +1,7 @@
 """The API contract of issue 3 against the real app and the committed ONNX files."""
 from __future__ import annotations
 
+import gc
 import io
 import json
 from concurrent.futures import ThreadPoolExecutor
@@ -8,7 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import onnxruntime as ort
 import pytest
+from fastapi.testclient import TestClient
 from PIL import Image
+
+from service.app import create_app
+from service.settings import Settings
 
 from tests.conftest import MNIST, WEIGHTS
 from tests.service.helpers import b64, encode, png_pixels, stroke_digit_one
@@ -140,6 +145,14 @@ def test_ops_endpoints(client):
     m = client.get("/model").json()
     assert m["version"] == card["version"] and m["files"] == card["files"]
     assert m["provider"] == "CPUExecutionProvider" and m["input_spec"]["shape"] == [None, 1, 28, 28]
+    assert m["batching"]["batches_in_flight"] >= 1 and m["batching"]["max_batch"] >= 1
+
+
+def test_long_lived_objects_are_frozen_out_of_the_collector_while_serving():
+    with TestClient(create_app(Settings(intra_op_threads=1, warmup_runs=0))) as c:
+        assert c.get("/readyz").status_code == 200
+        assert gc.get_freeze_count() > 10_000  # FastAPI's and pydantic's objects, not traversed by full collections
+    assert gc.get_freeze_count() == 0  # after shutdown they can be collected again
 
 
 def test_metrics_count_requests_and_batches(client):
@@ -165,6 +178,8 @@ def test_openapi_documents_every_endpoint_with_examples(client):
     assert '"multipart/form-data"' in text and '"examples"' in text
     for name in ("ReconstructRequest", "PerturbRequest", "Prediction"):
         assert "examples" in spec["components"]["schemas"][name], name
+    for path in ("/predict", "/predict/batch"):  # read from the query by hand, documented by hand
+        assert [p["name"] for p in spec["paths"][path]["post"]["parameters"]] == ["include"], path
 
 
 def test_concurrent_requests_are_batched_but_kept_apart(server, session):

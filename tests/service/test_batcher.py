@@ -12,7 +12,7 @@ from service.batcher import Batcher, InferenceFailed, Overloaded
 
 def fake_model(calls: list[int], gate: threading.Event | None = None):
     """A stand-in for onnxruntime whose output rows identify their input rows."""
-    def run(x: np.ndarray) -> dict[str, np.ndarray]:
+    def run(x: np.ndarray, busy: bool = False) -> dict[str, np.ndarray]:
         if gate is not None:
             gate.wait(5)
         calls.append(len(x))
@@ -87,7 +87,7 @@ def test_a_failing_batch_fails_its_requests_and_the_loop_goes_on():
     async def main():
         n = {"calls": 0}
 
-        def flaky(x):
+        def flaky(x, busy=False):
             n["calls"] += 1
             if n["calls"] == 1:
                 raise RuntimeError("boom")
@@ -102,3 +102,102 @@ def test_a_failing_batch_fails_its_requests_and_the_loop_goes_on():
         return ok
 
     assert asyncio.run(main())["id"].tolist() == [7]
+
+
+def test_a_lone_request_runs_alone_and_one_among_others_runs_busy():
+    """`busy` picks the session with fewer threads: only when other requests are in flight."""
+    async def main():
+        seen: list[bool] = []
+
+        def run(x, busy=False):
+            seen.append(busy)
+            return {"id": x[:, 0, 0, 0]}
+
+        b = Batcher(run, max_batch=8, max_wait_s=0, max_queue=10)
+        b.start()
+        with b.in_flight():
+            await b.submit(images(1), 5)
+        with b.in_flight(), b.in_flight():  # a second request is being read while this one runs
+            await b.submit(images(2), 5)
+        await b.stop()
+        return seen
+
+    assert asyncio.run(main()) == [False, True]
+
+
+def test_a_batch_waits_for_requests_already_being_decoded():
+    async def main(gather_s: float):
+        calls: list[int] = []
+        b = Batcher(fake_model(calls), max_batch=8, max_wait_s=0, max_queue=10, gather_s=gather_s)
+        b.start()
+        b.announce()
+        b.announce()
+        first = asyncio.ensure_future(b.submit(images(1), 5, announced=True))
+        await asyncio.sleep(0.05)  # the second is still decoding
+        second = await b.submit(images(2), 5, announced=True)
+        await first
+        await b.stop()
+        return calls, second
+
+    calls, second = asyncio.run(main(gather_s=1.0))
+    assert calls == [2] and second["id"].tolist() == [2]
+    assert asyncio.run(main(gather_s=0.0))[0] == [1, 1]  # without gathering, the first goes alone
+
+
+def test_a_withdrawn_request_is_not_waited_for():
+    async def main():
+        calls: list[int] = []
+        b = Batcher(fake_model(calls), max_batch=8, max_wait_s=0, max_queue=10, gather_s=30.0)
+        b.start()
+        b.announce()
+        b.announce()
+        first = asyncio.ensure_future(b.submit(images(1), 5, announced=True))
+        await asyncio.sleep(0.05)
+        b.withdraw()  # the other request's upload was bad
+        out = await asyncio.wait_for(first, 2)  # not the 30 s gather limit
+        await b.stop()
+        return calls, out
+
+    calls, out = asyncio.run(main())
+    assert calls == [1] and out["id"].tolist() == [1]
+
+
+def test_several_workers_run_batches_at_the_same_time():
+    async def main():
+        both_inside = threading.Barrier(2, timeout=5)
+
+        def run(x, busy=False):
+            both_inside.wait()  # raises BrokenBarrierError unless two batches are in the model at once
+            return {"id": x[:, 0, 0, 0], "busy": np.array([busy] * len(x))}
+
+        b = Batcher(run, max_batch=1, max_wait_s=0, max_queue=10, workers=2)
+        b.start()
+        outs = await asyncio.gather(b.submit(images(1), 5), b.submit(images(2), 5))
+        await b.stop()
+        return outs
+
+    outs = asyncio.run(main())
+    assert [o["id"].tolist() for o in outs] == [[1], [2]]
+    assert any(o["busy"].all() for o in outs)  # the second batch started while the first ran
+
+
+def test_requests_still_queued_at_stop_get_overloaded_not_a_hang():
+    async def main():
+        gate = threading.Event()
+        b = Batcher(fake_model([], gate), max_batch=1, max_wait_s=0, max_queue=10)
+        b.start()
+        running = asyncio.ensure_future(b.submit(images(1), 5))
+        await asyncio.sleep(0.05)
+        queued = asyncio.ensure_future(b.submit(images(2), 5))
+        await asyncio.sleep(0.01)
+        stopping = asyncio.ensure_future(b.stop())
+        await asyncio.sleep(0.05)
+        gate.set()
+        await stopping
+        with pytest.raises(Overloaded, match="stopping"):
+            await queued
+        with pytest.raises(Overloaded, match="stopping"):
+            await b.submit(images(3), 5)
+        return await running
+
+    assert asyncio.run(main())["id"].tolist() == [1]  # the batch in the model finished
