@@ -59,7 +59,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     gc.collect()
     gc.freeze()
     state.ready = True
-    log.info("ready: %s %s on %s, batches of up to %d, %d at once (%s ms an image on one thread)", card.name, card.version,
+    log.info("ready: %s %s on %s, batches of up to %d, %d at once (%s ms an image on the session for batches under load)", card.name, card.version,
              engine.provider, s.max_batch, workers, f"{ms_per_image:.2f}" if ms_per_image is not None else "not measured")
     try:
         yield

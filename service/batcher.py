@@ -1,12 +1,13 @@
-"""Gathers concurrent /predict requests into batches for one onnxruntime session, on a thread of its own.
+"""Gathers concurrent /predict requests into batches for the model, run on threads of its own.
 
 Why batches: one session call on 16 images costs far less than 16 calls on one, and a bounded queue
 turns overload into a quick 503 instead of latency that grows without limit.
 
-Why the batches are formed on the inference thread, not on the event loop: under load the event loop
-has dozens of callbacks ready, and a batcher task waiting its turn among them left the model idle
-between batches (the machine was ~12% idle at 16 clients). Here the thread takes the next batch the
-moment the last one returns, and the event loop only hands jobs in and results out.
+Why the batches are formed on the inference thread, not by a task on the event loop: under load the loop
+has dozens of callbacks ready, and a batcher task waiting its turn among them left the model idle between
+batches. Here the thread takes the next batch the moment the last one returns, and the event loop only
+hands jobs in and results out (INT8, one thread per batch, 16 clients: 640 req/s with the batcher on the
+event loop, 708 on its own thread).
 """
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ class Batcher:
         """An announced request will not submit after all (bad input)."""
         with self._cond:
             self._arriving -= 1
-            self._cond.notify()
+            self._cond.notify_all()  # a worker gathering for it stops waiting
 
     async def submit(self, images: np.ndarray, timeout_s: float, announced: bool = False) -> dict[str, np.ndarray]:
         """Queue `images` [n,1,S,S]; their rows of every output come back, in order."""
@@ -123,7 +124,6 @@ class Batcher:
         with self._cond:
             if announced:
                 self._arriving -= 1
-                self._cond.notify()
             if self._stopping:
                 raise Overloaded("the service is stopping")
             if self._queued_images + n > self.max_queue:
@@ -151,9 +151,9 @@ class Batcher:
 
     def _next_batch(self) -> tuple[list[_Job], bool] | None:
         """What is waiting now, plus, while there is room, what arrives within max_wait_s and what announced
-        requests submit within gather_s; and whether other requests are waiting or arriving behind it (the
-        model runs a lone batch on every core, and a batch under load on fewer, leaving the event loop a core).
-        None when stopping."""
+        requests submit within gather_s; and whether the service is busy: other requests in flight or another
+        batch running (the model runs a lone batch on every core, and a batch under load on fewer, leaving the
+        event loop a core). None when stopping."""
         with self._cond:
             while not self._pending and not self._stopping:
                 self._cond.wait()
