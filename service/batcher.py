@@ -175,8 +175,12 @@ class Batcher:
 
     def _work(self) -> None:
         while (taken := self._next_batch()) is not None:
+            jobs, busy = taken
             try:
-                self._run_batch(*taken)
+                self._run_batch(jobs, busy)
+            except Exception as e:  # one bad batch fails its requests; the thread, and the service, go on
+                log.exception("inference failed on a batch of %d requests", len(jobs))
+                self._hand_back(self._fail, jobs, e)
             finally:
                 with self._cond:
                     self._running -= 1
@@ -188,13 +192,7 @@ class Batcher:
         batch = np.concatenate([j.images for j in live]) if len(live) > 1 else live[0].images
         now = time.perf_counter()
         self._observe(len(batch), [now - j.enqueued for j in live])
-        try:
-            out = self._run(batch, busy)
-        except Exception as e:  # one bad batch must not stop the thread
-            log.exception("inference failed on a batch of %d", len(batch))
-            self._hand_back(self._fail, live, e)
-            return
-        self._hand_back(self._deliver, live, out)
+        self._hand_back(self._deliver, live, self._run(batch, busy))
 
     def _hand_back(self, fn: Callable, *args: object) -> None:
         try:

@@ -61,7 +61,7 @@ class Engine:
     def predict(self, images: np.ndarray, busy: bool = False) -> dict[str, np.ndarray]:
         """images float32 [N,1,S,S] -> lengths, poses, reconstruction, coupling.
 
-        `busy`: other requests are waiting, so the event loop needs a core too; the session with fewer
+        `busy`: other requests are in flight, so the event loop needs a core too; the session with fewer
         threads runs the batch (one thread per batch spent 1.03 ms of CPU per INT8 image at batch 8
         against 1.50 ms for two: the second thread's hand-offs cost more than they save on two cores)."""
         session = self.capsnet_busy if busy and self.capsnet_busy is not None else self.capsnet

@@ -201,3 +201,23 @@ def test_requests_still_queued_at_stop_get_overloaded_not_a_hang():
         return await running
 
     assert asyncio.run(main())["id"].tolist() == [1]  # the batch in the model finished
+
+
+def test_a_failure_outside_the_model_fails_its_batch_and_the_thread_goes_on():
+    async def main():
+        n = {"observed": 0}
+
+        def observe(size, waits):
+            n["observed"] += 1
+            if n["observed"] == 1:
+                raise ValueError("metrics broke")
+
+        b = Batcher(fake_model([]), max_batch=8, max_wait_s=0, max_queue=10, observe=observe)
+        b.start()
+        with pytest.raises(InferenceFailed, match="metrics broke"):
+            await b.submit(images(1), 5)
+        ok = await b.submit(images(2), 5)  # not a 10 s timeout: the thread is still there
+        await b.stop()
+        return ok
+
+    assert asyncio.run(main())["id"].tolist() == [2]
