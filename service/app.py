@@ -50,8 +50,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     ms_per_image = await to_thread.run_sync(engine.warm_up, s.warmup_runs)
     state.engine = engine
     workers = s.workers or (batches_in_flight(ms_per_image, len(os.sched_getaffinity(0))) if engine.capsnet_busy is not None else 1)
-    state.batcher = Batcher(engine.predict, s.max_batch, s.max_wait_ms / 1000.0, s.max_queue, state.metrics.observe_batch,
-                            s.gather_ms / 1000.0, workers)
+    state.batcher = Batcher(engine.predict, s.max_batch, s.max_wait_ms / 1000.0, s.max_queue, state.metrics.observe_batch, workers)
     state.batcher.start()
     # Everything built so far (FastAPI's routes and models, pydantic's validators, onnxruntime's bindings) lives as
     # long as the process: moved out of the collector's reach, it is not traversed again by every full collection.

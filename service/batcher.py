@@ -52,20 +52,17 @@ class Batcher:
         max_wait_s: float,
         max_queue: int,
         observe: Callable[[int, list[float]], None] | None = None,
-        gather_s: float = 0.0,
         workers: int = 1,
     ) -> None:
         self._run = run
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
-        self.gather_s = gather_s
         self.workers = workers
         self.max_queue = max_queue
         self._observe = observe or (lambda n, waits: None)
         self._pending: deque[_Job] = deque()  # guarded by _cond, as are _queued_images and _stopping
         self._cond = threading.Condition()
         self._queued_images = 0
-        self._arriving = 0  # requests announced (being read and decoded) that have not submitted yet
         self._running = 0  # batches in the model now
         self._in_flight = 0  # requests between arrival and answer; only the event loop changes it
         self._stopping = False
@@ -106,24 +103,11 @@ class Batcher:
         finally:
             self._in_flight -= 1
 
-    def announce(self) -> None:
-        """A request has arrived and will submit once decoded: a batch about to start may wait for it (up to gather_s)."""
-        with self._cond:
-            self._arriving += 1
-
-    def withdraw(self) -> None:
-        """An announced request will not submit after all (bad input)."""
-        with self._cond:
-            self._arriving -= 1
-            self._cond.notify_all()  # a worker gathering for it stops waiting
-
-    async def submit(self, images: np.ndarray, timeout_s: float, announced: bool = False) -> dict[str, np.ndarray]:
+    async def submit(self, images: np.ndarray, timeout_s: float) -> dict[str, np.ndarray]:
         """Queue `images` [n,1,S,S]; their rows of every output come back, in order."""
         n = len(images)
         fut = asyncio.get_running_loop().create_future()
         with self._cond:
-            if announced:
-                self._arriving -= 1
             if self._stopping:
                 raise Overloaded("the service is stopping")
             if self._queued_images + n > self.max_queue:
@@ -150,8 +134,7 @@ class Batcher:
         return count
 
     def _next_batch(self) -> tuple[list[_Job], bool] | None:
-        """What is waiting now, plus, while there is room, what arrives within max_wait_s and what announced
-        requests submit within gather_s; and whether the service is busy: other requests in flight or another
+        """What is waiting now, plus what arrives within max_wait_s while there is room; and whether the service is busy: other requests in flight or another
         batch running (the model runs a lone batch on every core, and a batch under load on fewer, leaving the
         event loop a core). None when stopping."""
         with self._cond:
@@ -161,10 +144,9 @@ class Batcher:
                 return None
             jobs: list[_Job] = []
             count = self._take(jobs, 0)
-            start = time.monotonic()
+            deadline = time.monotonic() + self.max_wait_s
             while count < self.max_batch and not self._pending and not self._stopping:
-                wait = self.gather_s if self._arriving > 0 else 0.0
-                left = start + max(self.max_wait_s, wait) - time.monotonic()
+                left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._cond.wait(left)

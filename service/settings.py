@@ -30,7 +30,6 @@ class Settings(BaseSettings):
     max_batch: int = Field(32, ge=1, le=1024, description="most images the batcher runs in one session call")
     max_wait_ms: float = Field(0.0, ge=0, le=1000, description="how long the batcher waits to fill a batch (0: takes what is queued)")
     workers: int = Field(0, ge=0, le=64, description="batches the model runs at once, each on its own thread (0: as many as keep the model level with the event loop, from a timing at start-up)")
-    gather_ms: float = Field(0.0, ge=0, le=1000, description="how long a batch may wait for requests already being decoded (0: never)")
     max_queue: int = Field(512, ge=1, description="images waiting for the model before requests get 503")
     request_timeout_s: float = Field(10.0, gt=0, description="longest a request may wait for the model (then 503)")
 

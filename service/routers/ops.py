@@ -44,7 +44,7 @@ async def model(state: AppState = Depends(ready_state)) -> JSONResponse:
         "limits": {"max_body_bytes": s.max_body_bytes, "max_image_pixels": s.max_image_pixels, "max_batch_items": s.max_batch_items,
                    "max_deltas": s.max_deltas, "max_abs_pose": s.max_abs_pose, "max_json_depth": s.max_json_depth,
                    "request_timeout_s": s.request_timeout_s},
-        "batching": {"max_batch": s.max_batch, "max_wait_ms": s.max_wait_ms, "gather_ms": s.gather_ms, "max_queue": s.max_queue,
+        "batching": {"max_batch": s.max_batch, "max_wait_ms": s.max_wait_ms, "max_queue": s.max_queue,
                      "batches_in_flight": state.batcher.workers if state.batcher else None,
                      "intra_op_threads": s.intra_op_threads or "one per core",
                      "intra_op_threads_under_load": s.intra_op_threads_busy if engine.capsnet_busy is not None else "as intra_op_threads"},

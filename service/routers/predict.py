@@ -94,16 +94,6 @@ async def _images(request: Request, state: AppState, batch: bool) -> np.ndarray:
     return await _preprocess_all(blobs, state)
 
 
-async def _announced_images(request: Request, state: AppState, batch: bool) -> np.ndarray:
-    """_images, with the batcher told a request is on its way, so a batch starting meanwhile can wait for it."""
-    state.batcher.announce()
-    try:
-        return await _images(request, state, batch)
-    except BaseException:
-        state.batcher.withdraw()
-        raise
-
-
 def _result(out: dict[str, np.ndarray], i: int, image: np.ndarray, state: AppState, extras: set[str]) -> dict[str, Any]:
     card = state.card
     lengths = out["lengths"][i]
@@ -156,8 +146,8 @@ async def predict(request: Request, state: AppState = Depends(ready_state)) -> F
     `pixels` go to the network as they are."""
     extras = _extras(request.query_params.get("include"))
     with state.batcher.in_flight():
-        images = await _announced_images(request, state, batch=False)
-        out = await state.batcher.submit(images, state.settings.request_timeout_s, announced=True)
+        images = await _images(request, state, batch=False)
+        out = await state.batcher.submit(images, state.settings.request_timeout_s)
         return FastJSON(_result(out, 0, images[0], state, extras))  # ~0.1 ms: cheaper than a thread hop
 
 
@@ -167,7 +157,7 @@ async def predict_batch(request: Request, state: AppState = Depends(ready_state)
     """Several `file` parts, `{"images": [...]}` or `{"pixels": [N x 28 x 28]}`, up to the configured maximum (64)."""
     extras = _extras(request.query_params.get("include"))
     with state.batcher.in_flight():
-        images = await _announced_images(request, state, batch=True)
-        out = await state.batcher.submit(images, state.settings.request_timeout_s, announced=True)
+        images = await _images(request, state, batch=True)
+        out = await state.batcher.submit(images, state.settings.request_timeout_s)
         results = await to_thread.run_sync(lambda: [_result(out, i, images[i], state, extras) for i in range(len(images))])
         return FastJSON({"results": results})

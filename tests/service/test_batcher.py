@@ -125,43 +125,6 @@ def test_a_lone_request_runs_alone_and_one_among_others_runs_busy():
     assert asyncio.run(main()) == [False, True]
 
 
-def test_a_batch_waits_for_requests_already_being_decoded():
-    async def main(gather_s: float):
-        calls: list[int] = []
-        b = Batcher(fake_model(calls), max_batch=8, max_wait_s=0, max_queue=10, gather_s=gather_s)
-        b.start()
-        b.announce()
-        b.announce()
-        first = asyncio.ensure_future(b.submit(images(1), 5, announced=True))
-        await asyncio.sleep(0.05)  # the second is still decoding
-        second = await b.submit(images(2), 5, announced=True)
-        await first
-        await b.stop()
-        return calls, second
-
-    calls, second = asyncio.run(main(gather_s=1.0))
-    assert calls == [2] and second["id"].tolist() == [2]
-    assert asyncio.run(main(gather_s=0.0))[0] == [1, 1]  # without gathering, the first goes alone
-
-
-def test_a_withdrawn_request_is_not_waited_for():
-    async def main():
-        calls: list[int] = []
-        b = Batcher(fake_model(calls), max_batch=8, max_wait_s=0, max_queue=10, gather_s=30.0)
-        b.start()
-        b.announce()
-        b.announce()
-        first = asyncio.ensure_future(b.submit(images(1), 5, announced=True))
-        await asyncio.sleep(0.05)
-        b.withdraw()  # the other request's upload was bad
-        out = await asyncio.wait_for(first, 2)  # not the 30 s gather limit
-        await b.stop()
-        return calls, out
-
-    calls, out = asyncio.run(main())
-    assert calls == [1] and out["id"].tolist() == [1]
-
-
 def test_several_workers_run_batches_at_the_same_time():
     async def main():
         both_inside = threading.Barrier(2, timeout=5)
