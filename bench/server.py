@@ -63,7 +63,7 @@ class Server:
 
     def thread_cpu_seconds(self) -> tuple[float, float]:
         """CPU seconds so far of the server's event-loop thread (the main one) and of all its other threads
-        (onnxruntime's, the inference executor's, anyio's); what is gone with exited threads is not counted."""
+        (onnxruntime's, the batcher's inference threads, anyio's); what is gone with exited threads is not counted."""
         tick = os.sysconf("SC_CLK_TCK")
         main = other = 0.0
         for tid in os.listdir(f"/proc/{self.proc.pid}/task"):

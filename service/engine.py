@@ -43,7 +43,7 @@ class Engine:
     decoder: ort.InferenceSession
     card: ModelCard
     model_file: str = "capsnet.onnx"
-    capsnet_busy: ort.InferenceSession | None = None  # fewer threads, for batches run while others wait
+    capsnet_busy: ort.InferenceSession | None = None  # fewer threads, for batches run while other requests are in flight
 
     @property
     def precision(self) -> str:
@@ -72,13 +72,16 @@ class Engine:
         return self.decoder.run(["reconstruction"], {"digit": digits, "pose": poses})[0]
 
     def warm_up(self, runs: int) -> float | None:
-        """Run the first (slow) calls before /readyz says yes: both batch shapes the batcher uses most, on both
-        sessions. Returns the fastest ms per image of a batch of 8 on the busy session (None without runs)."""
+        """Run the first (slow) calls before /readyz says yes: both batch shapes the batcher uses most, on each
+        session. Returns the fastest ms per image of a batch of 8 on the busy session (None without runs or
+        without a busy session)."""
         s = self.card.image_size
         best: float | None = None
         for _ in range(runs):
             for n in (1, 8):
                 self.predict(np.zeros((n, 1, s, s), np.float32))
+                if self.capsnet_busy is None:
+                    continue
                 t0 = time.perf_counter()
                 self.predict(np.zeros((n, 1, s, s), np.float32), busy=True)
                 if n == 8:

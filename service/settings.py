@@ -24,8 +24,8 @@ class Settings(BaseSettings):
 
     precision: Literal["auto", "fp32", "int8"] = Field("auto", description="capsnet model: fp32, int8, or auto (int8 when the model card says it met both bars: no more than 0.05 points of accuracy lost, faster, no non-finite output)")
     providers: str = Field("cuda,cpu", description="execution providers in order of preference: cuda, cpu")
-    intra_op_threads: int = Field(0, ge=0, description="onnxruntime intra-op threads for a batch run while no other request waits (0: one per physical core)")
-    intra_op_threads_busy: int = Field(1, ge=0, description="intra-op threads for a batch run while other requests wait, so the event loop keeps a core (0: as intra_op_threads)")
+    intra_op_threads: int = Field(0, ge=0, description="onnxruntime intra-op threads for a batch run while no other request is in flight (0: one per physical core)")
+    intra_op_threads_busy: int = Field(1, ge=0, description="intra-op threads for a batch run while other requests are in flight, so the event loop keeps a core (0: as intra_op_threads)")
 
     max_batch: int = Field(32, ge=1, le=1024, description="most images the batcher runs in one session call")
     max_wait_ms: float = Field(0.0, ge=0, le=1000, description="how long the batcher waits to fill a batch (0: takes what is queued)")

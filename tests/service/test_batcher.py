@@ -24,6 +24,16 @@ def images(*ids: float) -> np.ndarray:
     return np.stack([np.full((1, 2, 2), i, np.float32) for i in ids])
 
 
+async def held(max_queue: int) -> tuple[Batcher, threading.Event, asyncio.Future]:
+    """A batcher of one-image batches whose model holds a first request (id 1) until the gate is set."""
+    gate = threading.Event()
+    b = Batcher(fake_model([], gate), max_batch=1, max_wait_s=0, max_queue=max_queue)
+    b.start()
+    first = asyncio.ensure_future(b.submit(images(1), 5))
+    await asyncio.sleep(0.05)
+    return b, gate, first
+
+
 def test_concurrent_requests_share_a_call_and_get_their_own_rows():
     async def main():
         calls: list[int] = []
@@ -54,11 +64,7 @@ def test_requests_are_kept_whole_across_batches():
 
 def test_full_queue_is_refused_at_once():
     async def main():
-        gate = threading.Event()
-        b = Batcher(fake_model([], gate), max_batch=1, max_wait_s=0, max_queue=2)
-        b.start()
-        first = asyncio.ensure_future(b.submit(images(1), 5))
-        await asyncio.sleep(0.05)  # the model holds the first image; two more fill the queue
+        b, gate, first = await held(max_queue=2)  # the model holds the first image; two more fill the queue
         queued = [asyncio.ensure_future(b.submit(images(2), 5)), asyncio.ensure_future(b.submit(images(3), 5))]
         await asyncio.sleep(0.01)
         with pytest.raises(Overloaded, match="queue full"):
@@ -146,11 +152,7 @@ def test_several_workers_run_batches_at_the_same_time():
 
 def test_requests_still_queued_at_stop_get_overloaded_not_a_hang():
     async def main():
-        gate = threading.Event()
-        b = Batcher(fake_model([], gate), max_batch=1, max_wait_s=0, max_queue=10)
-        b.start()
-        running = asyncio.ensure_future(b.submit(images(1), 5))
-        await asyncio.sleep(0.05)
+        b, gate, running = await held(max_queue=10)
         queued = asyncio.ensure_future(b.submit(images(2), 5))
         await asyncio.sleep(0.01)
         stopping = asyncio.ensure_future(b.stop())
