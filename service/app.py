@@ -71,8 +71,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    # python-multipart logs a warning per malformed body: a client could flood the log with them
-    logging.getLogger("python_multipart").setLevel(logging.ERROR)
     # Pillow's own bomb guard at our limit (it warns past 1x and raises past 2x; imaging.py turns both into 413)
     Image.MAX_IMAGE_PIXELS = settings.max_image_pixels
     app = FastAPI(

@@ -7,7 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from service.preprocess import centre_of_mass, fit_and_centre, flatten_alpha, ink_bright, to_mnist
+from PIL import Image
+
+from service.preprocess import SMALL, centre_of_mass, fit_and_centre, flatten_alpha, ink_bright, resize_bilinear, to_mnist
 
 
 def test_centre_of_mass_is_row_then_column():
@@ -98,3 +100,14 @@ def test_any_colour_array_with_alpha_gives_a_valid_input(arr, a):
     alpha = np.full(arr.shape[:2], a, dtype=np.float32)
     out = to_mnist(arr, alpha)
     assert out.shape == (28, 28) and np.isfinite(out).all() and 0.0 <= out.min() and out.max() <= 1.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, SMALL + 8), st.integers(1, SMALL + 8), st.integers(1, 24), st.integers(1, 24), st.integers(0, 2**32 - 1))
+def test_resize_matches_pillows_antialiased_bilinear(h, w, nh, nw, seed):
+    """What the network saw in training was shrunk like this: the fast path for small crops must not drift from Pillow."""
+    img = np.random.default_rng(seed).random((h, w), dtype=np.float32)
+    expected = np.asarray(Image.fromarray(img).resize((nw, nh), Image.Resampling.BILINEAR))
+    got = resize_bilinear(img, nh, nw)
+    assert got.shape == (nh, nw) and got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
