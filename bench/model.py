@@ -42,6 +42,22 @@ def _time(run, min_seconds: float) -> tuple[float, float]:
     return float(np.median(times)), len(times) / sum(times)
 
 
+def session(path: Path):
+    """onnxruntime's defaults on the CPU (one spinning thread per core): the in-process rate the service is held to."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def images_per_s(sess, batch: int, min_seconds: float, rng: np.random.Generator | None = None) -> tuple[float, float]:
+    """(median seconds per call, images/s at that median) on MNIST-like sparse inputs."""
+    x = ((rng or np.random.default_rng(0)).random((batch, 1, 28, 28)) < 0.2).astype(np.float32)
+    med, _ = _time(lambda: sess.run(None, {"image": x}), min_seconds)
+    return med, batch / med
+
+
 def _cuda(path: Path, gflop: float, min_seconds: float) -> list[dict]:
     """The same model on the GPU, inputs bound on the device through IOBinding so copies are not timed."""
     import onnxruntime as ort
@@ -65,23 +81,19 @@ def measure(weights: Path, roofline_gflops: float, min_seconds: float = 2.0, tor
     card = json.loads((weights / "model-card.json").read_text())
     macs = macs_per_image(card["architecture"])
     gflop = 2 * sum(macs.values()) / 1e9
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     rng = np.random.default_rng(0)
     out: dict = {"gflop_per_image": round(gflop, 4), "macs_per_image": macs, "onnxruntime": [], "pytorch_eager": []}
     files = [("fp32", "capsnet.onnx")] + ([("int8", card["int8"]["file"])] if "int8" in card else [])
     for precision, name in files:
         rows = out.setdefault("onnxruntime" if precision == "fp32" else "onnxruntime_int8", [])
-        sess = ort.InferenceSession(str(weights / name), opts, providers=["CPUExecutionProvider"])
+        sess = session(weights / name)
         for b in BATCHES:
-            x = (rng.random((b, 1, 28, 28)) < 0.2).astype(np.float32)
-            med, _ = _time(lambda: sess.run(None, {"image": x}), min_seconds)
-            ips = b / med
+            med, ips = images_per_s(sess, b, min_seconds, rng)
             rows.append({"batch": b, "latency_ms": round(med * 1e3, 3), "images_per_s": round(ips, 1),
                          "gflops": round(ips * gflop, 1), "fraction_of_roofline": round(ips * gflop / roofline_gflops, 3)})
     if "CUDAExecutionProvider" in ort.get_available_providers():
         out["onnxruntime_cuda"] = _cuda(weights / "capsnet.onnx", gflop, min_seconds)
-    dsess = ort.InferenceSession(str(weights / "decoder.onnx"), opts, providers=["CPUExecutionProvider"])
+    dsess = session(weights / "decoder.onnx")
     med, _ = _time(lambda: dsess.run(None, {"digit": np.array([3], np.int64), "pose": rng.random((1, 16), np.float32)}), min_seconds / 2)
     out["decoder_batch1_ms"] = round(med * 1e3, 3)
     if torch_too:

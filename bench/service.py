@@ -1,10 +1,13 @@
 """The real service over loopback: throughput and latency percentiles at concurrency 1, 4, 16, 64."""
 from __future__ import annotations
 
+import json
 import os
 import resource
+from pathlib import Path
 
 from bench.loadgen import load
+from bench.model import images_per_s, session
 from bench.payloads import predict_requests, reconstruct_requests
 from bench.server import Server
 
@@ -28,16 +31,26 @@ def _cpu_per_request(a: dict[str, float], b: dict[str, float], requests: int) ->
             "machine_busy_fraction": round((b["machine_busy"] - a["machine_busy"]) / max(b["machine_all"] - a["machine_all"], 1e-9), 3)}
 
 
-def measure(duration_s: float = 8.0, max_requests: int = 20000, precisions: tuple[str, ...] = ("fp32",)) -> dict:
+PAIRED_CLIENTS = 16  # the issue's service target
+PAIRED_BATCH = 32  # when the model table is not at hand; otherwise its best batch for that file
+PAIRED_IN_PROCESS_S = 2.0
+
+
+def measure(duration_s: float = 8.0, max_requests: int = 20000, precisions: tuple[str, ...] = ("fp32",),
+            weights: Path | None = None, paired_rounds: int = 3, paired_batch: dict[str, int] | None = None) -> dict:
     """Each precision on its own server (CAPSNET_PRECISION), the rest of the settings at their defaults."""
     out: dict = {"duration_s": duration_s, "precisions": {}}
+    card = json.loads((weights / "model-card.json").read_text()) if weights else None
     for precision in precisions:
-        out["precisions"][precision] = _measure_one(duration_s, max_requests, {"CAPSNET_PRECISION": precision})
+        model_file = weights / (card["int8"]["file"] if precision == "int8" else "capsnet.onnx") if weights else None
+        batch = (paired_batch or {}).get(precision, PAIRED_BATCH)
+        out["precisions"][precision] = _measure_one(duration_s, max_requests, {"CAPSNET_PRECISION": precision}, model_file, paired_rounds, batch)
     return out
 
 
-def _measure_one(duration_s: float, max_requests: int, env: dict[str, str]) -> dict:
-    server = Server(env).wait_ready()
+def _measure_one(duration_s: float, max_requests: int, env: dict[str, str], model_file: Path | None, paired_rounds: int,
+                 paired_batch: int = PAIRED_BATCH) -> dict:
+    server = Server(env, weights=model_file.parent if model_file else None).wait_ready()
     try:
         host, port = "127.0.0.1", server.port
         bodies = {"/predict": predict_requests(host, port), "/reconstruct": reconstruct_requests(host, port)}
@@ -50,6 +63,29 @@ def _measure_one(duration_s: float, max_requests: int, env: dict[str, str]) -> d
                 r = load(server.url, reqs, c, duration_s, max_requests).summary()
                 rows.append({"concurrency": c, **r, "cpu": _cpu_per_request(before, _cpu(server), r["requests"])})
             out["endpoints"][path] = rows
+        if model_file is not None and paired_rounds:
+            out["paired"] = _paired(server, bodies["/predict"], model_file, duration_s, max_requests, paired_rounds, paired_batch)
         return out
     finally:
         server.stop()
+
+
+def _paired(server: Server, reqs: list[bytes], model_file: Path, duration_s: float, max_requests: int, rounds: int, batch: int) -> list[dict]:
+    """The service at 16 clients against the same file in process, measured back to back, `rounds` times.
+
+    Why: this machine's speed drifts (in-process INT8 measured 1,172-1,695 images/s within one hour), and the
+    model table is taken minutes before the service table; a ratio of two figures from different minutes
+    carries that drift. Here each service run is bracketed by in-process runs (the server idle meanwhile: its
+    threads do not spin) and divided by their mean, so drift during the pair cancels to first order."""
+    sess = session(model_file)
+    out = []
+    _, before = images_per_s(sess, batch, PAIRED_IN_PROCESS_S)
+    for _ in range(rounds):
+        r = load(server.url, reqs, PAIRED_CLIENTS, duration_s, max_requests).summary()
+        _, after = images_per_s(sess, batch, PAIRED_IN_PROCESS_S)
+        in_process = (before + after) / 2
+        out.append({"in_process_batch": batch, "in_process_before": round(before, 1), "in_process_after": round(after, 1),
+                    "in_process_images_per_s": round(in_process, 1), "service_rps": r["throughput_rps"], "errors": r["errors"],
+                    "p50_ms": r["p50_ms"], "ratio": round(r["throughput_rps"] / in_process, 3)})
+        before = after
+    return out

@@ -32,3 +32,18 @@ def test_service_cpu_is_split_between_the_event_loop_and_the_model(server):
     # PNG uploads: the event loop parses and preprocesses, onnxruntime's threads run the model; both must show
     assert cpu["event_loop_ms"] > 0 and cpu["other_threads_ms"] > 0 and cpu["client_ms"] > 0
     assert 0 < cpu["machine_busy_fraction"] <= 1
+
+
+def test_paired_ratio_divides_each_service_run_by_the_in_process_rates_around_it(server):
+    from bench.payloads import predict_requests
+    from bench.server import REPO
+    from bench.service import _paired
+
+    int8_file = REPO / "weights" / "capsnet-int8.onnx"
+    rows = _paired(server, predict_requests("127.0.0.1", server.port, 4), int8_file, duration_s=0.5, max_requests=30, rounds=2, batch=4)
+    assert len(rows) == 2
+    for r in rows:
+        assert r["in_process_batch"] == 4 and r["in_process_images_per_s"] > 0 and r["errors"] == 0
+        assert abs(r["in_process_images_per_s"] - (r["in_process_before"] + r["in_process_after"]) / 2) <= 0.1
+        assert r["ratio"] == round(r["service_rps"] / r["in_process_images_per_s"], 3)
+    assert rows[1]["in_process_before"] == rows[0]["in_process_after"]  # one in-process run between two service runs

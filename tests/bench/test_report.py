@@ -19,3 +19,19 @@ def test_targets_are_computed_from_the_results(tmp_path):
     assert "3.5 - 1.5 = 2.00 ms" in md
     assert "| model at batch >= 16, fraction of the GEMM roofline | fp32 | >= 0.6 | 0.79 |" in md
     assert "| 16 | 10 | 456.0 | 0.6 | 35.0 |" in md  # the /predict table's own ratio column
+
+
+def test_paired_rounds_give_their_own_ratios_and_median(tmp_path):
+    ort = [{"batch": b, "latency_ms": 1.0, "images_per_s": 1000.0, "gflops": 1, "fraction_of_roofline": 0.8} for b in (1, 32)]
+    row = lambda c, rps: {"concurrency": c, "requests": 10, "throughput_rps": rps, "p50_ms": 3.0, "p95_ms": 3, "p99_ms": 3, "errors": 0}  # noqa: E731
+    paired = [{"in_process_before": a, "in_process_after": b, "in_process_images_per_s": (a + b) / 2, "service_rps": s, "errors": 0,
+               "p50_ms": 20.0, "ratio": round(s / ((a + b) / 2), 3)}
+              for a, b, s in [(1500.0, 1300.0, 840.0), (1300.0, 1100.0, 780.0), (1100.0, 1500.0, 770.0)]]
+    (tmp_path / "model.json").write_text(json.dumps({"macs_per_image": {}, "gflop_per_image": 0.41, "onnxruntime": ort,
+                                                     "pytorch_eager": None, "decoder_batch1_ms": 0.2}))
+    (tmp_path / "service.json").write_text(json.dumps({"duration_s": 1, "precisions": {"fp32": {"paired": paired, "endpoints": {
+        "/predict": [row(1, 300.0), row(16, 800.0)], "/reconstruct": [row(1, 1500.0)]}}}}))
+    md = render(tmp_path)
+    # 840/1400 = 0.60, 780/1200 = 0.65, 770/1300 = 0.59: the median is the middle one, not the mean
+    assert "| fp32 | >= 0.6 | 0.60, 0.65, 0.59 (median 0.60) |" in md
+    assert "| 2 | 1300.0 | 1100.0 | 780.0 | 0.65 | 20.0 | 0 |" in md  # round 2 divided by the mean of the runs around it
