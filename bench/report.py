@@ -80,8 +80,10 @@ def render(results_dir: Path) -> str:
                              [[o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"]] for o in model["onnxruntime_cuda"]])]
     prof = load("profile")
     if prof:
-        parts += ["", f"## Where the time goes (onnxruntime profiler, batch {prof['batch']}, {prof['total_ms_per_run']} ms a run)", "",
-                  _table(["operator", "share", "ms/run", "nodes"], [[r["op"], f"{100 * r['share']:.1f}%", r["ms_per_run"], r["nodes"]] for r in prof["by_op"] if r["share"] >= 0.001])]
+        parts += ["", f"## Where the time goes (onnxruntime profiler, batch {prof['batch']})"]
+        for p in [prof] + ([prof["int8"]] if prof.get("int8") else []):
+            parts += ["", f"`{p.get('file', 'capsnet.onnx')}`: {p['total_ms_per_run']} ms a run", "",
+                      _table(["operator", "share", "ms/run", "nodes"], [[r["op"], f"{100 * r['share']:.1f}%", r["ms_per_run"], r["nodes"]] for r in p["by_op"] if r["share"] >= 0.001])]
     svc = load("service")
     if svc:
         parts += ["", f"## Service over loopback ({svc['duration_s']} s per level, client on the same 2 cores)", "",

@@ -35,3 +35,13 @@ def test_paired_rounds_give_their_own_ratios_and_median(tmp_path):
     # 840/1400 = 0.60, 780/1200 = 0.65, 770/1300 = 0.59: the median is the middle one, not the mean
     assert "| fp32 | >= 0.6 | 0.60, 0.65, 0.59 (median 0.60) |" in md
     assert "| 2 | 1300.0 | 1100.0 | 780.0 | 0.65 | 20.0 | 0 |" in md  # round 2 divided by the mean of the runs around it
+
+
+def test_profile_tables_for_each_model_file(tmp_path):
+    rows = lambda op: [{"op": op, "share": 0.7, "ms_per_run": 7.0, "nodes": 2}, {"op": "FusedMatMul", "share": 0.3, "ms_per_run": 3.0, "nodes": 6}]  # noqa: E731
+    (tmp_path / "profile.json").write_text(json.dumps({"file": "capsnet.onnx", "batch": 32, "runs": 10, "total_ms_per_run": 10.0, "by_op": rows("Conv"),
+                                                       "int8": {"file": "capsnet-int8.onnx", "batch": 32, "runs": 10, "total_ms_per_run": 5.0,
+                                                                "by_op": rows("QLinearConv")}}))
+    md = render(tmp_path)
+    assert "`capsnet.onnx`: 10.0 ms a run" in md and "`capsnet-int8.onnx`: 5.0 ms a run" in md
+    assert "| QLinearConv | 70.0% | 7.0 | 2 |" in md and "| Conv | 70.0% | 7.0 | 2 |" in md
