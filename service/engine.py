@@ -92,15 +92,17 @@ class Engine:
 
 
 # CPU that one /predict costs the event loop under load (HTTP, multipart, decoding, preprocessing, JSON):
-# 0.8-1.3 ms measured on the benchmark machine (BENCHMARKS.md, CPU per request).
+# 0.6-1.3 ms measured on the benchmark machines (BENCHMARKS.md, CPU per request).
 EVENT_LOOP_MS_PER_REQUEST = 1.0
 
 
 def batches_in_flight(ms_per_image: float | None, cores: int) -> int:
     """How many single-thread batches to run at once so that the model keeps pace with one event loop.
 
-    Measured at 16 clients on 2 cores: INT8 (~1.1 ms an image on one thread) served 759 req/s with one batch in
-    flight and 574 with two (the second only added contention); FP32 (~2.6 ms) served 331 with one, 400 with two."""
+    Measured at 16 clients on 2 cores of an AMD EPYC: INT8 (~1.1 ms an image on one thread) served 759 req/s with one
+    batch in flight and 574 with two (the second only added contention); FP32 (~2.6 ms) served 331 with one, 400 with
+    two. On 2 cores of an Intel Xeon INT8 takes ~1.8-2.5 ms an image on one thread and gets two: 667-687 req/s
+    against 500-550 with one."""
     if ms_per_image is None:
         return 1
     return max(1, min(cores, round(ms_per_image / EVENT_LOOP_MS_PER_REQUEST)))
