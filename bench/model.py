@@ -42,6 +42,12 @@ def _time(run, min_seconds: float) -> tuple[float, float]:
     return float(np.median(times)), len(times) / sum(times)
 
 
+def model_files(weights: Path) -> dict[str, Path]:
+    """{"fp32": capsnet.onnx, "int8": the card's INT8 file if it lists one}: what each precision setting serves."""
+    card = json.loads((weights / "model-card.json").read_text())
+    return {"fp32": weights / "capsnet.onnx", **({"int8": weights / card["int8"]["file"]} if "int8" in card else {})}
+
+
 def session(path: Path):
     """onnxruntime's defaults on the CPU (one spinning thread per core): the in-process rate the service is held to."""
     import onnxruntime as ort
@@ -83,10 +89,9 @@ def measure(weights: Path, roofline_gflops: float, min_seconds: float = 2.0, tor
     gflop = 2 * sum(macs.values()) / 1e9
     rng = np.random.default_rng(0)
     out: dict = {"gflop_per_image": round(gflop, 4), "macs_per_image": macs, "onnxruntime": [], "pytorch_eager": []}
-    files = [("fp32", "capsnet.onnx")] + ([("int8", card["int8"]["file"])] if "int8" in card else [])
-    for precision, name in files:
+    for precision, path in model_files(weights).items():
         rows = out.setdefault("onnxruntime" if precision == "fp32" else "onnxruntime_int8", [])
-        sess = session(weights / name)
+        sess = session(path)
         for b in BATCHES:
             med, ips = images_per_s(sess, b, min_seconds, rng)
             rows.append({"batch": b, "latency_ms": round(med * 1e3, 3), "images_per_s": round(ips, 1),

@@ -8,13 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.model import model_files
+
 
 def measure(weights: Path, batch: int = 32, runs: int = 10) -> dict:
     """The FP32 file's breakdown, and under "int8" the INT8 file's when the card lists one (the CPU default)."""
-    out = _profile(weights / "capsnet.onnx", batch, runs)
-    card = json.loads((weights / "model-card.json").read_text())
-    if "int8" in card:
-        out["int8"] = _profile(weights / card["int8"]["file"], batch, runs)
+    files = model_files(weights)
+    out = _profile(files["fp32"], batch, runs)
+    if "int8" in files:
+        out["int8"] = _profile(files["int8"], batch, runs)
     return out
 
 

@@ -35,7 +35,6 @@ def _targets(model: dict, svc: dict) -> str:
             rows += [["the same, each service run over the mean in-process rate just before and after it", precision, ">= 0.6",
                       ", ".join(f"{x:.2f}" for x in ratios) + f" (median {median(ratios):.2f})"]]
         rows += [
-
             ["`/predict` p50 at concurrency 1 minus the model's batch-1 latency", precision, "<= 3 ms",
              f"{p1['p50_ms']} - {b1['latency_ms']} = {p1['p50_ms'] - b1['latency_ms']:.2f} ms"],
             ["`/reconstruct` p50 at concurrency 1", precision, "<= 3 ms", f"{r1['p50_ms']} ms"],

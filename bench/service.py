@@ -1,13 +1,12 @@
 """The real service over loopback: throughput and latency percentiles at concurrency 1, 4, 16, 64."""
 from __future__ import annotations
 
-import json
 import os
 import resource
 from pathlib import Path
 
 from bench.loadgen import load
-from bench.model import images_per_s, session
+from bench.model import images_per_s, model_files, session
 from bench.payloads import predict_requests, reconstruct_requests
 from bench.server import Server
 
@@ -40,9 +39,9 @@ def measure(duration_s: float = 8.0, max_requests: int = 20000, precisions: tupl
             weights: Path | None = None, paired_rounds: int = 3, paired_batch: dict[str, int] | None = None) -> dict:
     """Each precision on its own server (CAPSNET_PRECISION), the rest of the settings at their defaults."""
     out: dict = {"duration_s": duration_s, "precisions": {}}
-    card = json.loads((weights / "model-card.json").read_text()) if weights else None
+    files = model_files(weights) if weights else {}
     for precision in precisions:
-        model_file = weights / (card["int8"]["file"] if precision == "int8" else "capsnet.onnx") if weights else None
+        model_file = files.get(precision)
         batch = (paired_batch or {}).get(precision, PAIRED_BATCH)
         out["precisions"][precision] = _measure_one(duration_s, max_requests, {"CAPSNET_PRECISION": precision}, model_file, paired_rounds, batch)
     return out
