@@ -16,8 +16,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +52,7 @@ class Batcher:
         max_queue: int,
         observe: Callable[[int, list[float]], None] | None = None,
         workers: int = 1,
+        in_flight: Callable[[], int] | None = None,
     ) -> None:
         self._run = run
         self.max_batch = max_batch
@@ -64,7 +64,7 @@ class Batcher:
         self._cond = threading.Condition()
         self._queued_images = 0
         self._running = 0  # batches in the model now
-        self._in_flight = 0  # requests between arrival and answer; only the event loop changes it
+        self._in_flight = in_flight or (lambda: 0)  # requests between arrival and answer, this batch's among them
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
@@ -92,16 +92,6 @@ class Batcher:
         for j in left:
             if not j.future.done():
                 j.future.set_exception(Overloaded("the service is stopping"))
-
-    @contextmanager
-    def in_flight(self) -> Iterator[None]:
-        """Count a request from its arrival until its answer is built: while others are in flight, the event loop
-        has work, and a batch runs on fewer threads (see Engine.predict)."""
-        self._in_flight += 1
-        try:
-            yield
-        finally:
-            self._in_flight -= 1
 
     async def submit(self, images: np.ndarray, timeout_s: float) -> dict[str, np.ndarray]:
         """Queue `images` [n,1,S,S]; their rows of every output come back, in order."""
@@ -136,7 +126,7 @@ class Batcher:
     def _next_batch(self) -> tuple[list[_Job], bool] | None:
         """What is waiting now, plus what arrives within max_wait_s while there is room; and whether the service is busy: other requests in flight or another
         batch running (the model runs a lone batch on every core, and a batch under load on fewer, leaving the
-        event loop a core). None when stopping."""
+        event loop a core: while other requests are in flight it has work; see Engine.predict). None when stopping."""
         with self._cond:
             while not self._pending and not self._stopping:
                 self._cond.wait()
@@ -152,7 +142,7 @@ class Batcher:
                 self._cond.wait(left)
                 count = self._take(jobs, count)
             self._running += 1
-            busy = self._in_flight > len(jobs) or self._running > 1
+            busy = self._in_flight() > len(jobs) or self._running > 1
             return jobs, busy
 
     def _work(self) -> None:

@@ -7,9 +7,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 
 class WeightsError(RuntimeError):
     """The weights directory cannot be served: a file is missing, corrupt or not the one the card names."""
+
+
+@dataclass(frozen=True)
+class DigitRule:
+    """When an input is blank, and when it is a digit at all: the card's `is_digit` section, written by
+    `python -m model.calibrate` from MNIST (its figures are in the card beside the thresholds)."""
+
+    blank_ink_below: float  # sum of the 28x28 input's ink: less is "nothing there" (preprocessing gives exact zeros)
+    min_length: float  # the winning capsule's length
+    max_recon_error: float  # the winning capsule's counterfactual reconstruction error (engine.recon_error)
+
+    def judge(self, image: np.ndarray, lengths: np.ndarray, recon_errors: np.ndarray) -> tuple[bool, bool]:
+        """(blank, is_digit) for one input [1,S,S] and its lengths [10] and errors [10]."""
+        blank = float(image.sum()) < self.blank_ink_below
+        winner = int(lengths.argmax())
+        return blank, not blank and float(lengths[winner]) >= self.min_length and float(recon_errors[winner]) <= self.max_recon_error
 
 
 @dataclass(frozen=True)
@@ -49,6 +67,11 @@ class ModelCard:
         return int(self.raw["architecture"]["primary_channels"])
 
     @property
+    def digit_rule(self) -> DigitRule:
+        rule = self.raw["is_digit"]["rule"]
+        return DigitRule(float(rule["blank_ink_below"]), float(rule["min_length"]), float(rule["max_recon_error"]))
+
+    @property
     def digit_box(self) -> int:
         return int(self.raw["input"]["mnist_digit_box"])
 
@@ -72,7 +95,8 @@ def load_card(weights_dir: Path) -> ModelCard:
         raise WeightsError(f"model card unreadable: {card_path}: {e}") from e
     try:
         card = ModelCard(raw)
-        _ = (raw["files"], card.name, card.version, card.image_size, card.num_classes, card.digit_dim, card.num_primary, card.digit_box)
+        _ = (raw["files"], card.name, card.version, card.image_size, card.num_classes, card.digit_dim, card.num_primary, card.digit_box,
+             card.digit_rule)
     except (KeyError, TypeError, ValueError) as e:
         raise WeightsError(f"model card {card_path} lacks a field the service needs: {e}") from e
     return card

@@ -20,6 +20,14 @@ CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC", "do_copy_in_default_strea
 OUTPUTS = ("lengths", "poses", "reconstruction", "coupling")
 
 
+def recon_error(images: np.ndarray, recon: np.ndarray) -> np.ndarray:
+    """images [N,S,S], recon [N,K,S,S] -> [N,K]: sum of squared differences over the input's own sum of squares
+    (floored at 1, a few pixels of ink), so the figure means the same for a thin 1 and a bold 8: 0 is a perfect
+    redraw, 1 as far off as an empty image. model/calibrate.py states the same definition in the model card."""
+    ink = np.maximum(np.square(images).sum((-2, -1)), 1.0)
+    return np.square(recon - images[:, None]).sum((-2, -1)) / ink[:, None]
+
+
 def choose_providers(preference: str, available: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
     """Map 'cuda,cpu' onto what this onnxruntime build offers; say clearly when CUDA is asked for but absent."""
     available = available if available is not None else ort.get_available_providers()
@@ -65,7 +73,21 @@ class Engine:
         threads runs the batch (one thread per batch spent 1.03 ms of CPU per INT8 image at batch 8
         against 1.50 ms for two: the second thread's hand-offs cost more than they save on two cores)."""
         session = self.capsnet_busy if busy and self.capsnet_busy is not None else self.capsnet
-        return dict(zip(OUTPUTS, session.run(list(OUTPUTS), {"image": images})))
+        out = dict(zip(OUTPUTS, session.run(list(OUTPUTS), {"image": images})))
+        out["counterfactuals"], out["recon_errors"] = self.counterfactuals(images, out["poses"])
+        return out
+
+    def counterfactuals(self, images: np.ndarray, poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The decoder on every digit capsule's own pose, and how far each image is from the input.
+
+        Why: a digit the network has really seen is redrawn well by its capsule and badly by the others; an input
+        no capsule can redraw is not a digit (the paper's Figure 3; Frosst, Sabour & Hinton's DARCCC). Ten decoder
+        runs per image cost ~14M multiply-adds, about 7% of the network itself (BENCHMARKS.md).
+        Returns images [N,10,S,S] and errors [N,10] (recon_error: squared error over the input's sum of squares)."""
+        n, k, dim = poses.shape
+        digits = np.tile(np.arange(k, dtype=np.int64), n)
+        recon = self.reconstruct(digits, poses.reshape(n * k, dim)).reshape(n, k, *images.shape[-2:])
+        return recon, recon_error(images[:, 0], recon)
 
     def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:
         """digits int64 [N], poses float32 [N,16] -> [N,1,S,S]."""

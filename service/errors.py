@@ -21,13 +21,22 @@ class ClientError(Exception):
     status = 400
     code = "bad_request"
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
+        self.headers = headers
+
+    def at(self, where: str) -> ClientError:
+        """The same error about one item of a request: `image 2: cannot decode image: ...`."""
+        return type(self)(f"{where}: {self.detail}", self.headers)
 
 
 class BadInput(ClientError):
     status, code = 400, "bad_input"
+
+
+class BadJSON(ClientError):
+    status, code = 400, "bad_json"
 
 
 class TooLarge(ClientError):
@@ -58,13 +67,11 @@ def _safe_errors(exc: RequestValidationError) -> list[dict]:
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ClientError)
     async def _client(_: Request, exc: ClientError) -> JSONResponse:
-        return json_error(exc.status, exc.code, exc.detail)
+        return json_error(exc.status, exc.code, exc.detail, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = _safe_errors(exc)
-        if any(e["type"] == "json_invalid" for e in errors):
-            return json_error(400, "bad_json", "request body is not valid JSON", errors=errors)
         first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
         where = ".".join(str(p) for p in first["loc"] if p != "body")
         return json_error(422, "invalid", f"{where}: {first['msg']}" if where else first["msg"], errors=errors)

@@ -30,12 +30,10 @@ def decode_base64(text: str, max_bytes: int) -> bytes:
         raise BadInput(f"image is not valid base64: {e}") from e
 
 
-def decode_image(data: bytes, max_pixels: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Decode an upload into values in [0,1]: grey [H,W] or RGB [H,W,3], plus alpha [H,W] if it has one.
-
-    The size is checked from the header before any pixel is decoded, so a small file that claims
-    30000x30000 pixels is refused without allocating them. Animated images give their first frame.
-    """
+def open_image(data: bytes, max_pixels: int) -> Image.Image:
+    """Read an upload's header only: its format and size are checked before any pixel is decoded, so a small file
+    that claims 30000x30000 pixels is refused without allocating them, and the caller can tell a heavy decode
+    (by pixel count, not file size: a 63 KB PNG can hold 16 M pixels) from a light one."""
     if not data:
         raise BadInput("empty image")
     try:
@@ -49,15 +47,50 @@ def decode_image(data: bytes, max_pixels: int) -> tuple[np.ndarray, np.ndarray |
                 raise TooLarge(f"image is {w}x{h} = {w * h} pixels, over the {max_pixels} pixel limit")
             if w < 1 or h < 1:
                 raise BadInput("image has no pixels")
-            im.seek(0)
-            im.load()
     except (TooLarge, BadInput):
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise TooLarge(f"image refused as a decompression bomb: {e}") from e
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
         raise BadInput("cannot decode image: not a readable PNG, JPEG, GIF, BMP or WebP file") from e
+    return im
+
+
+def load_pixels(im: Image.Image, max_side: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Decode an opened image into values in [0,1]: grey [H,W] or RGB [H,W,3], plus alpha [H,W] if it has one,
+    at most about 2 x `max_side` on the longer edge: a JPEG is decoded at reduced scale by libjpeg itself (Pillow's
+    draft), anything else reduced by whole-pixel box averaging right after decoding, before any float copy is made
+    (a 4000x4000 RGBA image would be 256 MB as float32). Animated images give their first frame."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            if im.format in ("JPEG", "MPO") and max(im.size) > 2 * max_side:
+                w, h = im.size
+                scale = max_side / max(w, h)
+                im.draft(im.mode if im.mode in ("L", "RGB") else "RGB", (max(1, int(w * scale)), max(1, int(h * scale))))
+            im.seek(0)
+            im.load()
+            factor = max(im.size) // max_side
+            if factor >= 2:
+                if im.mode.startswith("I;16"):
+                    im = im.convert("I")
+                if im.mode not in ("L", "LA", "RGB", "RGBA", "I", "F"):
+                    im = im.convert("RGBA" if _has_alpha(im) else "RGB")
+                im = im.reduce(factor)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise TooLarge(f"image refused as a decompression bomb: {e}") from e
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
+        raise BadInput("cannot decode image: not a readable PNG, JPEG, GIF, BMP or WebP file") from e
     return _to_array(im)
+
+
+def decode_image(data: bytes, max_pixels: int, max_side: int = 1 << 30) -> tuple[np.ndarray, np.ndarray | None]:
+    """open_image and load_pixels in one call."""
+    return load_pixels(open_image(data, max_pixels), max_side)
+
+
+def _has_alpha(im: Image.Image) -> bool:
+    return im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info)
 
 
 def _to_array(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None]:
@@ -70,8 +103,7 @@ def _to_array(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None]:
         arr = np.nan_to_num(np.asarray(im, dtype=np.float32))
         top = float(arr.max()) if arr.size and arr.max() > 1 else 1.0
         return np.clip(arr / top, 0, 1), None
-    has_alpha = mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in im.info)
-    if has_alpha:
+    if _has_alpha(im):
         rgba = np.asarray(im.convert("RGBA"), dtype=np.float32) / 255.0
         return rgba[..., :3], rgba[..., 3]
     if mode == "L":

@@ -3,7 +3,7 @@
 Why not Starlette's `request.form()`: it wraps every part in an UploadFile on a spooled temporary file
 and awaits its writes and reads. Why not python-multipart's callback parser on the bytes either: it
 walks the body in Python a byte state at a time and calls back per header and chunk, ~30 us for one
-small upload, while the body is already in memory (the guard middleware read it, within its size
+small upload, while the body is already in memory (service.body read it, within its size
 limit) and `bytes.find` locates every delimiter in C: ~3 us. Everything here is linear in the body.
 """
 from __future__ import annotations

@@ -1,15 +1,26 @@
 """Request and response bodies, with the examples that /openapi.json shows.
 
 Sizes (16 pose dimensions, 28x28 pixels, 10 digits) are checked against the model card at request
-time rather than restated here, so a re-exported model with other sizes needs no code change.
+time rather than enforced here, so a re-exported model with other sizes needs no code change. Where
+a schema states a size or a limit (a pose's 16 numbers within +-10, at most 41 deltas), it documents
+the committed model and the settings' defaults; the check at request time is what honours another
+card or a changed setting (CAPSNET_MAX_ABS_POSE, CAPSNET_MAX_DELTAS), with its own message.
 """
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Finite = Annotated[float, Field(allow_inf_nan=False)]
+from service.settings import Settings
+
+POSE_DIM = 16  # the committed model card's digit_dim
+MAX_ABS_POSE: float = Settings.model_fields["max_abs_pose"].default
+MAX_DELTAS: int = Settings.model_fields["max_deltas"].default
+
+PoseValue = Annotated[float, Field(allow_inf_nan=False, json_schema_extra={"minimum": -MAX_ABS_POSE, "maximum": MAX_ABS_POSE})]
+Pose = Annotated[list[PoseValue], Field(json_schema_extra={"minItems": POSE_DIM, "maxItems": POSE_DIM})]
+Deltas = Annotated[list[PoseValue], Field(json_schema_extra={"minItems": 1, "maxItems": MAX_DELTAS})]
 Unit = Annotated[float, Field(allow_inf_nan=False, ge=0.0, le=1.0)]
 Digit = Annotated[int, Field(ge=0, le=9, description="digit capsule 0-9", examples=[3])]
 
@@ -27,7 +38,7 @@ class PredictJSON(BaseModel):
     pixels: list[list[Unit]] | None = Field(None, description="28x28, 0 background, 1 ink; fed to the network as is")
 
     @model_validator(mode="after")
-    def _one(self) -> "PredictJSON":
+    def _one(self) -> PredictJSON:
         if (self.image is None) == (self.pixels is None):
             raise ValueError("send exactly one of 'image' or 'pixels'")
         return self
@@ -42,7 +53,7 @@ class PredictBatchJSON(BaseModel):
     pixels: list[list[list[Unit]]] | None = None
 
     @model_validator(mode="after")
-    def _one(self) -> "PredictBatchJSON":
+    def _one(self) -> PredictBatchJSON:
         if (self.images is None) == (self.pixels is None):
             raise ValueError("send exactly one of 'images' or 'pixels'")
         return self
@@ -67,12 +78,21 @@ class Prediction(BaseModel):
     reconstruction: Picture = Field(description="the decoder's image from the winning capsule")
     input: Picture = Field(description="the 28x28 image the network saw, after preprocessing")
     model: ModelInfo
+    blank: bool = Field(description="no ink found in the input: nothing was drawn or the paper is empty (then is_digit is false)")
+    is_digit: bool = Field(description="the input is explained by a digit capsule: the winner is long enough and its reconstruction "
+                                       "matches the input (the rule and its calibration on MNIST are in the model card, `is_digit`)")
+    recon_errors: list[float] = Field(description="[10] counterfactual reconstruction error of each digit capsule: the decoder run on "
+                                                  "capsule k's own pose, sum of squared differences to the input divided by the input's "
+                                                  "sum of squares (0 is a perfect match, 1 as bad as an empty image)")
+    counterfactuals: list[str] | None = Field(None, description="with ?include=counterfactuals: [10] base64 28x28 PNGs, the decoder's "
+                                                                "image from each digit capsule's own pose")
     coupling: list[list[float]] | None = Field(None, description="with ?include=coupling: c_ij [1152][10]; primary capsule i = channel*36 + row*6 + col")
     coupling_grid: list[list[list[float]]] | None = Field(None, description="with ?include=coupling: [10][6][6] mean c_ij over the 32 capsule types at each position")
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "prediction": 7, "lengths": [0.01, 0.02, 0.03, 0.02, 0.01, 0.02, 0.01, 0.97, 0.02, 0.05],
-        "poses": [EXAMPLE_POSE] * 10, "reconstruction": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},
+        "poses": [EXAMPLE_POSE] * 10, "blank": False, "is_digit": True,
+        "recon_errors": [0.81, 0.74, 0.69, 0.72, 0.77, 0.71, 0.83, 0.12, 0.66, 0.58], "reconstruction": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},
         "input": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},
         "model": {"name": "capsnet-mnist", "version": "12ep-1a2b3c4d", "provider": "CPUExecutionProvider", "precision": "fp32"}}]})
 
@@ -85,7 +105,7 @@ class ReconstructRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"digit": 3, "pose": EXAMPLE_POSE}]})
 
     digit: Digit
-    pose: list[Finite] = Field(description="16 finite numbers: a digit capsule's pose vector")
+    pose: Pose = Field(description=f"{POSE_DIM} finite numbers within +-{MAX_ABS_POSE:g}: a digit capsule's pose vector")
 
 
 class Reconstruction(BaseModel):
@@ -96,8 +116,9 @@ class PerturbRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"digit": 3, "pose": EXAMPLE_POSE, "deltas": [-0.25, -0.2, -0.15, -0.1, -0.05, 0.0, 0.05, 0.1, 0.15, 0.2, 0.25]}]})
 
     digit: Digit
-    pose: list[Finite]
-    deltas: list[Finite] | None = Field(None, description="added to each dimension in turn; default -0.25..0.25 step 0.05")
+    pose: Pose = Field(description=f"{POSE_DIM} finite numbers within +-{MAX_ABS_POSE:g}: the pose to perturb")
+    deltas: Deltas | None = Field(None, description=f"added to each dimension in turn: 1 to {MAX_DELTAS} values within +-{MAX_ABS_POSE:g}; "
+                                                    "default -0.25..0.25 step 0.05")
 
 
 class Grid(BaseModel):
@@ -115,9 +136,71 @@ class Perturbation(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{"digit": 3, "deltas": [-0.25, 0.0, 0.25], "grid": {"png": EXAMPLE_PNG, "rows": 16, "cols": 3, "tile": 28}}]})
 
 
+class FieldError(BaseModel):
+    loc: list[str | int] = Field(description="where in the request: `body`, then field names and list indices", examples=[["body", "digit"]])
+    msg: str = Field(examples=["Input should be less than or equal to 9"])
+    type: str = Field(description="pydantic's error type", examples=["less_than_equal"])
+
+
 class ErrorBody(BaseModel):
-    error: str = Field(examples=["invalid"])
-    detail: str = Field(examples=["pose: List should have at least 16 items after validation, not 3"])
+    error: str = Field(description="one code per kind of mistake: bad_request, bad_input, bad_json, too_large, unsupported_media_type, "
+                                   "invalid, not_found, method_not_allowed, overloaded, not_ready, inference_failed, internal",
+                       examples=["invalid"])
+    detail: str = Field(description="what to change; an item of a batch is named first (`image 2: ...`)", examples=["pose: 16 numbers expected, got 3"])
+    errors: list[FieldError] | None = Field(None, description="with 422 from validation: each field that failed (at most 20)")
+    id: str | None = Field(None, description="with 500: quote it when reporting the failure", examples=["3f2a9c1b7d4e"])
+
+
+class InputSpec(BaseModel):
+    name: str = Field(examples=["image"])
+    type: str = Field(examples=["tensor(float)"])
+    shape: list[int | None] = Field(description="null: any size (the batch)", examples=[[None, 1, 28, 28]])
+
+
+class Limits(BaseModel):
+    max_body_bytes: int
+    max_image_pixels: int
+    max_batch_items: int
+    max_deltas: int
+    max_abs_pose: float
+    max_json_depth: int
+    request_timeout_s: float
+
+
+class Batching(BaseModel):
+    max_batch: int
+    max_wait_ms: float
+    max_queue: int
+    batches_in_flight: int | None = Field(description="batches the model runs at once; null before start-up")
+    intra_op_threads: int | str = Field(examples=["one per core"])
+    intra_op_threads_under_load: int | str = Field(examples=[1])
+
+
+class ServedModel(BaseModel):
+    """The model card (every field of weights/model-card.json) and how this process serves it."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
+        "name": "capsnet-mnist", "version": "12ep-1a2b3c4d", "provider": "CPUExecutionProvider", "device": "CPU", "precision": "int8",
+        "model_file": "capsnet-int8.onnx", "session_providers": ["CPUExecutionProvider"], "available_providers": ["CPUExecutionProvider"],
+        "input_spec": {"name": "image", "type": "tensor(float)", "shape": [None, 1, 28, 28]},
+        "limits": {"max_body_bytes": 16777216, "max_image_pixels": 16000000, "max_batch_items": 64, "max_deltas": MAX_DELTAS,
+                   "max_abs_pose": MAX_ABS_POSE, "max_json_depth": 32, "request_timeout_s": 10.0},
+        "batching": {"max_batch": 32, "max_wait_ms": 0.0, "max_queue": 512, "batches_in_flight": 1, "intra_op_threads": "one per core",
+                     "intra_op_threads_under_load": 1}}]})
+
+    name: str
+    version: str
+    architecture: dict[str, Any] = Field(description="sizes of every layer: image_size, num_classes, digit_dim, primary_grid, ...")
+    files: dict[str, dict[str, Any]] = Field(description="each file of the weights directory with its sha256, checked at start-up")
+    provider: str = Field(description="onnxruntime execution provider in use")
+    device: str
+    precision: str = Field(description="fp32 or int8 (the convolutions)")
+    model_file: str = Field(description="the capsnet ONNX file being served")
+    session_providers: list[str]
+    available_providers: list[str] = Field(description="what this onnxruntime build offers")
+    input_spec: InputSpec
+    limits: Limits
+    batching: Batching
 
 
 class Health(BaseModel):

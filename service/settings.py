@@ -33,8 +33,11 @@ class Settings(BaseSettings):
     max_queue: int = Field(512, ge=1, description="images waiting for the model before requests get 503")
     request_timeout_s: float = Field(10.0, gt=0, description="longest a request may wait for the model (then 503)")
 
-    max_body_bytes: int = Field(5 * 1024 * 1024, ge=1024, description="largest request body (413 past it)")
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="largest request body (413 past it): a 12 MP phone JPEG is 2-8 MB")
     max_image_pixels: int = Field(16_000_000, ge=1, description="largest width x height of an upload (413 past it)")
+    inline_decode_pixels: int = Field(250_000, ge=0, description="uploads of up to this many pixels in all are decoded on the event loop (~1 ms); larger ones in the decode pool")
+    decode_workers: int = Field(2, ge=1, le=64, description="threads that decode and preprocess large uploads")
+    decode_queue: int = Field(4, ge=0, description="large uploads waiting for a decode thread before requests get 503")
     max_batch_items: int = Field(64, ge=1, description="most images in one /predict/batch request")
     max_deltas: int = Field(41, ge=1, description="most deltas in one /perturb request")
     max_json_depth: int = Field(32, ge=4, description="deepest JSON nesting accepted")

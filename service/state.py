@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from service.batcher import Batcher
 from service.card import ModelCard
@@ -11,6 +12,7 @@ from service.engine import Engine
 from service.errors import ClientError
 from service.metrics import Metrics
 from service.settings import Settings
+from service.uploads import DecodePool
 
 
 class NotReady(ClientError):
@@ -23,6 +25,7 @@ class AppState:
     metrics: Metrics
     engine: Engine | None = None
     batcher: Batcher | None = None
+    decode_pool: DecodePool | None = None
     ready: bool = False
 
     @property
@@ -44,3 +47,7 @@ async def ready_state(request: Request) -> AppState:
     if not state.ready or state.engine is None:
         raise NotReady("model is loading; retry shortly")
     return state
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+ReadyDep = Annotated[AppState, Depends(ready_state)]

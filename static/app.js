@@ -19,6 +19,7 @@
     provider: app.dataset.provider || ""
   };
   var LIVE_INTERVAL_MS = 100; // predictions while a stroke is being drawn
+  var PREDICT_PATH = "/predict?include=counterfactuals,coupling_grid";
   var FIGURE_DELAY_MS = 150; // the Figure 4 grid waits for the drawing to settle
   var EXPORT_SIZE = 280; // the drawing is sent as a 280x280 PNG whatever the screen size
 
@@ -32,6 +33,11 @@
     undo: $("undo"),
     upload: $("upload"),
     prediction: $("prediction"),
+    verdict: $("verdict"),
+    verdictMain: $("verdict-main"),
+    verdictClosest: $("verdict-closest"),
+    closestImage: $("closest-image"),
+    closestText: $("closest-text"),
     status: $("status"),
     inputPreview: $("input-preview"),
     couplingMap: $("coupling-map"),
@@ -51,6 +57,11 @@
     var track = $("length-bar-" + k);
     bars.push({ row: track.parentNode, track: track, fill: track.querySelector(".bar-fill"),
                 value: track.parentNode.querySelector(".bar-value") });
+  }
+  var tiles = []; // the counterfactual strip: one button per digit capsule
+  for (var t = 0; t < CFG.numClasses; t++) {
+    var tile = $("counterfactual-" + t);
+    tiles.push({ button: tile, img: tile.querySelector("img"), error: tile.querySelector(".cf-error") });
   }
   var sliders = [];
   for (var d = 0; d < CFG.digitDim; d++) {
@@ -152,7 +163,9 @@
     els.status.classList.toggle("is-error", !!isError);
   }
 
-  var predictChannel = new Channel(showPrediction, function (err) {
+  var predictChannel = new Channel(showPrediction, function (err, req) {
+    // A failed upload (or finished stroke) must not leave the previous answer on show as if it were this one's.
+    if (req.final) clearResult("No result");
     setStatus("Could not classify: " + err.message, true);
   });
   var reconstructChannel = new Channel(function (data, req) {
@@ -297,7 +310,7 @@
     if (final && liveTimer) { clearTimeout(liveTimer); liveTimer = null; }
     predictChannel.ask(function () {
       if (isEmpty()) return null;
-      return { path: "/predict?include=coupling_grid", body: { image: exportPng() }, final: final && !state.current };
+      return { path: PREDICT_PATH, body: { image: exportPng() }, final: final && !state.current };
     });
   }
 
@@ -305,31 +318,95 @@
     var form = new FormData();
     form.append("file", file, file.name || "upload");
     predictChannel.ask(function () {
-      return { path: "/predict?include=coupling_grid", body: form, final: true };
+      return { path: PREDICT_PATH, body: form, final: true };
     });
   }
 
+  // Fields a server without the is-it-a-digit check lacks: then every answer counts as a digit.
+  function isDigit(data) { return data.is_digit !== undefined ? data.is_digit : !data.blank; }
+
+  function argmin(xs) {
+    var best = 0;
+    for (var i = 1; i < xs.length; i++) if (xs[i] < xs[best]) best = i;
+    return best;
+  }
+
+  function fmtError(e) { return e < 9.995 ? e.toFixed(2) : e.toFixed(0); }
+
   function showPrediction(data, req) {
     state.result = data;
-    var p = data.prediction;
-    els.prediction.textContent = String(p);
-    var len = data.lengths[p];
-    setStatus("Capsule " + p + " is the longest (length " + len.toFixed(2) + ")" +
-              (len < 0.5 ? ": the network is not sure." : "."), false);
-    for (var k = 0; k < bars.length; k++) setBar(k, data.lengths[k], k === p);
+    var p = data.prediction, digit = isDigit(data), len = data.lengths[p];
+    showVerdict(data);
+    if (data.blank) {
+      setStatus("The image has no ink: draw a digit, or upload a picture of one.", false);
+    } else if (!digit) {
+      setStatus("Capsule " + p + " is the longest (length " + len.toFixed(2) + ")" +
+                (data.recon_errors ? " and redraws the input with error " + fmtError(data.recon_errors[p]) + "." : "."), false);
+    } else {
+      setStatus("Capsule " + p + " is the longest (length " + len.toFixed(2) + ")" +
+                (len < 0.5 ? ": the network is not sure." : "."), false);
+    }
+    for (var k = 0; k < bars.length; k++) setBar(k, data.lengths[k], digit && k === p);
     for (var o = 0; o < els.select.options.length; o++) {
       var opt = els.select.options[o];
-      opt.textContent = opt.value + (Number(opt.value) === p ? " (predicted)" : "");
+      opt.textContent = opt.value + (digit && Number(opt.value) === p ? " (predicted)" : "");
     }
     setImage(els.inputPreview, data.input.png);
     if (data.model && data.model.provider) showProvider(data.model.provider);
     sliders.forEach(function (s) { s.input.disabled = false; });
     if (!state.manualSelect || state.selected === null) state.selected = p;
     els.select.value = String(state.selected);
+    showStrip(data);
     showPose();
     drawCoupling();
     updateReconstruction();
     if (req.final) scheduleFigure();
+  }
+
+  // The big digit, and in words: a digit, nothing drawn, or something no capsule explains.
+  function showVerdict(data) {
+    var p = data.prediction, digit = isDigit(data);
+    els.prediction.textContent = data.blank ? "\u2013" : digit ? String(p) : "?";
+    els.prediction.classList.toggle("is-dim", !digit);
+    els.verdictMain.textContent = data.blank ? "No digit drawn" : digit ? "It's a " + p : "This does not look like a digit";
+    els.verdict.classList.toggle("is-not-digit", !digit && !data.blank);
+    var errors = data.recon_errors;
+    var showClosest = !digit && !data.blank && !!errors;
+    els.verdictClosest.hidden = !showClosest;
+    if (showClosest) {
+      var best = argmin(errors);
+      els.closestText.textContent = "closest: " + best + ", error " + fmtError(errors[best]);
+      setImage(els.closestImage, data.counterfactuals ? data.counterfactuals[best] : null);
+    } else {
+      els.closestText.textContent = "";
+      setImage(els.closestImage, null);
+    }
+  }
+
+  // The strip of ten counterfactual reconstructions; each tile selects its capsule.
+  function showStrip(data) {
+    var errors = data.recon_errors, pictures = data.counterfactuals;
+    var best = errors && !data.blank ? argmin(errors) : -1; // against empty paper, "closest" means nothing
+    tiles.forEach(function (t, k) {
+      var has = !!errors;
+      t.button.disabled = !has;
+      setImage(t.img, has && pictures ? pictures[k] : null);
+      t.error.textContent = has ? fmtError(errors[k]) : "\u2013";
+      t.button.classList.toggle("is-winner", has && isDigit(data) && k === data.prediction);
+      t.button.classList.toggle("is-best", has && k === best);
+      t.button.setAttribute("aria-label", has
+        ? "Capsule " + k + ": reconstruction error " + fmtError(errors[k]) + (k === best ? ", the closest" : "")
+        : "Capsule " + k + ": no reconstruction yet");
+    });
+    showSelection();
+  }
+
+  function showSelection() {
+    tiles.forEach(function (t, k) {
+      var on = state.result !== null && state.selected === k;
+      t.button.setAttribute("aria-pressed", on ? "true" : "false");
+      t.button.classList.toggle("is-selected", on);
+    });
   }
 
   function setBar(k, v, winner) {
@@ -349,7 +426,8 @@
     els.provider.classList.toggle("badge-cpu", device !== "GPU");
   }
 
-  function clearResult() {
+  // Back to "nothing to show": no answer, no bars, no pictures. `verdict` says why (default: nothing drawn).
+  function clearResult(verdict) {
     predictChannel.invalidate();
     reconstructChannel.invalidate();
     perturbChannel.invalidate();
@@ -359,6 +437,12 @@
     state.selected = null;
     state.manualSelect = false;
     els.prediction.textContent = "";
+    els.prediction.classList.remove("is-dim");
+    els.verdictMain.textContent = verdict || "No digit drawn";
+    els.verdict.classList.remove("is-not-digit");
+    els.verdictClosest.hidden = true;
+    els.closestText.textContent = "";
+    setImage(els.closestImage, null);
     setStatus("Draw a digit to start.", false);
     for (var k = 0; k < bars.length; k++) setBar(k, 0, false);
     for (var o = 0; o < els.select.options.length; o++) els.select.options[o].textContent = els.select.options[o].value;
@@ -369,6 +453,7 @@
     els.reconDigit.textContent = "\u2013";
     els.figureDigit.textContent = "\u2013";
     sliders.forEach(function (s) { s.input.disabled = true; s.base.textContent = "\u2013"; });
+    showStrip({});
     drawCoupling();
   }
 
@@ -391,14 +476,19 @@
 
   function hasDeltas() { return state.deltas.some(function (x) { return x !== 0; }); }
 
-  // The reconstruction shown: /predict's own when the predicted capsule is unchanged, else /reconstruct.
+  // The reconstruction shown: /predict's own (the winner's, or any capsule's counterfactual) while no
+  // slider is moved, else /reconstruct.
   function updateReconstruction() {
     if (!state.result) return;
-    var r = state.result;
-    if (state.selected === r.prediction && !hasDeltas()) {
+    var r = state.result, own = null;
+    if (!hasDeltas()) {
+      if (state.selected === r.prediction) own = r.reconstruction.png;
+      else if (r.counterfactuals) own = r.counterfactuals[state.selected];
+    }
+    if (own) {
       reconstructChannel.invalidate();
-      setImage(els.reconstruction, r.reconstruction.png);
-      els.reconDigit.textContent = String(r.prediction);
+      setImage(els.reconstruction, own);
+      els.reconDigit.textContent = String(state.selected);
       return;
     }
     reconstructChannel.ask(function () {
@@ -441,14 +531,22 @@
     updateReconstruction();
   });
 
-  els.select.addEventListener("change", function () {
-    state.selected = parseInt(els.select.value, 10);
+  // The capsule the sliders, the reconstruction, the heat map and Figure 4 show: from the select or a tile.
+  function selectCapsule(k) {
+    state.selected = k;
     state.manualSelect = true;
+    els.select.value = String(k);
+    showSelection();
     if (!state.result) return;
     showPose();
     drawCoupling();
     updateReconstruction();
     scheduleFigure();
+  }
+
+  els.select.addEventListener("change", function () { selectCapsule(parseInt(els.select.value, 10)); });
+  tiles.forEach(function (t, k) {
+    t.button.addEventListener("click", function () { selectCapsule(k); });
   });
 
   /* ------------------------------------------------------- routing heat map */
@@ -517,13 +615,17 @@
 
   function useFile(file) {
     if (!file) return;
+    // The file replaces the drawing (and any earlier upload), even if it turns out not to be an image.
+    state.strokes = [];
+    state.current = null;
+    state.picture = null;
+    state.manualSelect = false;
     if (file.type && !/^image\//.test(file.type)) {
+      redraw();
+      clearResult("No result");
       setStatus("That file is not an image (" + file.type + ").", true);
       return;
     }
-    state.strokes = [];
-    state.current = null;
-    state.manualSelect = false;
     var url = URL.createObjectURL(file);
     var img = new Image();
     img.onload = function () { state.picture = img; redraw(); URL.revokeObjectURL(url); };

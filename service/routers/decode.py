@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 from anyio import to_thread
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
+from service.body import BodyRoute
 from service.errors import Invalid
 from service.imaging import encode_png, tile_grid
 from service.responses import FastJSON, picture
-from service.schemas import ERRORS, PerturbRequest, Perturbation, Reconstruction, ReconstructRequest
-from service.state import AppState, ready_state
+from service.schemas import ERRORS, Perturbation, PerturbRequest, Reconstruction, ReconstructRequest
+from service.state import AppState, ReadyDep
 
-router = APIRouter(tags=["decoder"])
+router = APIRouter(tags=["decoder"], route_class=BodyRoute)
 
 DEFAULT_DELTAS = [round(-0.25 + 0.05 * k, 2) for k in range(11)]  # the paper's Figure 4 range
 
@@ -33,7 +34,7 @@ def _pose(digit: int, pose: list[float], state: AppState) -> np.ndarray:
 
 
 @router.post("/reconstruct", response_model=Reconstruction, responses=ERRORS, summary="Decode one digit capsule's pose into an image")
-async def reconstruct(req: ReconstructRequest, state: AppState = Depends(ready_state)) -> FastJSON:
+async def reconstruct(req: ReconstructRequest, state: ReadyDep) -> FastJSON:
     """The decoder on `pose` placed in capsule `digit` (all other capsules zero), as in training."""
     pose = _pose(req.digit, req.pose, state)
     img = await to_thread.run_sync(state.engine.reconstruct, np.array([req.digit], np.int64), pose[None])
@@ -41,7 +42,7 @@ async def reconstruct(req: ReconstructRequest, state: AppState = Depends(ready_s
 
 
 @router.post("/perturb", response_model=Perturbation, responses=ERRORS, summary="The paper's Figure 4 for one pose")
-async def perturb(req: PerturbRequest, state: AppState = Depends(ready_state)) -> FastJSON:
+async def perturb(req: PerturbRequest, state: ReadyDep) -> FastJSON:
     """Each of the 16 dimensions in turn shifted by each delta: one row per dimension, one column per delta."""
     pose = _pose(req.digit, req.pose, state)
     deltas = DEFAULT_DELTAS if req.deltas is None else req.deltas

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import onnxruntime as ort
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from service.schemas import Health, Ready
-from service.state import AppState, get_state, ready_state
+from service.schemas import ErrorBody, Health, Ready, ServedModel
+from service.state import ReadyDep, StateDep
 
 router = APIRouter(tags=["operations"])
 
@@ -19,17 +19,15 @@ async def healthz() -> dict:
 
 @router.get("/readyz", response_model=Ready, responses={503: {"model": Ready, "description": "still loading or warming up"}},
             summary="Ready: sessions loaded and warmed")
-async def readyz(state: AppState = Depends(get_state)) -> JSONResponse:
+async def readyz(state: StateDep) -> JSONResponse:
     if not state.ready or state.engine is None:
         return JSONResponse({"status": "loading", "provider": None, "device": None}, status_code=503, headers={"Retry-After": "1"})
     return JSONResponse({"status": "ready", "provider": state.engine.provider, "device": state.engine.device})
 
 
-@router.get("/model", summary="The model card, the active execution provider and the input spec",
-            responses={200: {"content": {"application/json": {"example": {
-                "name": "capsnet-mnist", "version": "12ep-1a2b3c4d", "provider": "CPUExecutionProvider", "device": "CPU",
-                "available_providers": ["CPUExecutionProvider"], "input_spec": {"image": [None, 1, 28, 28]}}}}}})
-async def model(state: AppState = Depends(ready_state)) -> JSONResponse:
+@router.get("/model", response_model=ServedModel, summary="The model card, the active execution provider and the input spec",
+            responses={503: {"model": ErrorBody, "description": "still loading or warming up; see Retry-After"}})
+async def model(state: ReadyDep) -> JSONResponse:
     engine, s = state.engine, state.settings
     inp = engine.capsnet.get_inputs()[0]
     return JSONResponse({
@@ -53,7 +51,7 @@ async def model(state: AppState = Depends(ready_state)) -> JSONResponse:
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response,
             responses={200: {"content": {"text/plain": {"example": 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"} 3.0'}}}})
-async def metrics(state: AppState = Depends(get_state)) -> Response:
+async def metrics(state: StateDep) -> Response:
     if state.batcher is not None:
         state.metrics.queue_depth.set(state.batcher.queued_images)
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,17 +1,17 @@
 """GET /: the draw-and-perturb page, rendered from templates/ with the model card's sizes."""
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from service.state import AppState, get_state
+from service.state import StateDep
 
 router = APIRouter(tags=["page"])
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-async def index(request: Request, state: AppState = Depends(get_state)) -> HTMLResponse:
+async def index(request: Request, state: StateDep) -> HTMLResponse:
     templates: Jinja2Templates = request.app.state.templates
     card = state.engine.card if state.engine else None
     ctx = {

@@ -1,24 +1,27 @@
 """POST /predict and /predict/batch: an image (or MNIST-like pixels) in, capsules out."""
 from __future__ import annotations
 
-import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 from anyio import to_thread
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from service.errors import BadInput, Invalid
-from service.imaging import decode_base64, decode_image
+from service.body import MULTIPART, Body, BodyRoute, Upload
+from service.errors import ClientError, Invalid
+from service.imaging import decode_base64, encode_png
 from service.multipart import file_parts
-from service.preprocess import to_mnist
 from service.responses import FastJSON, picture, rounded
-from service.schemas import ERRORS, BatchPrediction, PredictBatchJSON, PredictJSON, Prediction
-from service.state import AppState, ready_state
+from service.schemas import ERRORS, BatchPrediction, PredictBatchJSON, Prediction, PredictJSON
+from service.state import AppState, ReadyDep
+from service.uploads import to_inputs
 
-router = APIRouter(tags=["predict"])
+router = APIRouter(tags=["predict"], route_class=BodyRoute)
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 def _body_spec(json_model: type, multiple: bool) -> dict:
@@ -31,18 +34,9 @@ def _body_spec(json_model: type, multiple: bool) -> dict:
     }}}
 
 
-INLINE_BYTES = 256 * 1024  # uploads up to this size are decoded on the event loop (~0.1 ms); larger ones in a thread
-
-
 async def _preprocess_all(blobs: list[bytes], state: AppState) -> np.ndarray:
-    """Decode and preprocess off the event loop when it could take long; a thread hop costs more than a small PNG."""
-    work = lambda: np.stack([_preprocess_bytes(b, state) for b in blobs])[:, None]  # noqa: E731
-    return work() if sum(map(len, blobs)) <= INLINE_BYTES else await to_thread.run_sync(work)
-
-
-def _preprocess_bytes(data: bytes, state: AppState) -> np.ndarray:
-    pixels, alpha = decode_image(data, state.settings.max_image_pixels)
-    return to_mnist(pixels, alpha, state.card.image_size, state.card.digit_box)
+    s, card = state.settings, state.card
+    return await to_inputs(blobs, state.decode_pool, s.max_image_pixels, s.inline_decode_pixels, card.image_size, card.digit_box)
 
 
 def _pixel_array(nested: list, state: AppState, what: str, ndim: int) -> np.ndarray:
@@ -58,54 +52,64 @@ def _pixel_array(nested: list, state: AppState, what: str, ndim: int) -> np.ndar
     return arr
 
 
-def _parse_json(body: bytes, model: type) -> Any:
+def _validated(document: Any, model: type[M]) -> M:
+    """The JSON body (parsed once, by service.body) as `model`; its errors are a 422 as FastAPI reports a body's."""
     try:
-        obj = json.loads(body)
-    except (ValueError, RecursionError) as e:
-        raise BadInput(f"request body is not valid JSON: {e}") from e
-    try:
-        return model.model_validate(obj)
+        return model.model_validate(document)
     except ValidationError as e:
         raise RequestValidationError(e.errors(include_input=False, include_url=False)) from e
 
 
-async def _images(request: Request, state: AppState, batch: bool) -> np.ndarray:
+def _item(i: int, n: int, fn: Callable[..., T], *args: Any) -> T:
+    """fn(*args) on item i of n; a client error names the item as uploads.to_inputs names those it decodes."""
+    try:
+        return fn(*args)
+    except ClientError as e:
+        if n > 1:
+            raise e.at(f"image {i}") from None
+        raise
+
+
+async def _images(body: Body, state: AppState, batch: bool) -> np.ndarray:
     """All the inputs of one request as float32 [n,1,S,S], validated and preprocessed off the event loop."""
-    limit = state.settings.max_batch_items if batch else 1
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    body = await request.body()
-    if ctype == "multipart/form-data":
-        return await _preprocess_all(file_parts(body, request.headers["content-type"], "file", limit), state)
-    if batch:
-        req = _parse_json(body, PredictBatchJSON)
-        items = req.images if req.images is not None else req.pixels
-        if not items:
-            raise Invalid("the batch is empty")
-        if len(items) > limit:
-            raise Invalid(f"{len(items)} images, at most {limit} per request")
-        if req.pixels is not None:
-            return _pixel_array(req.pixels, state, "each item of pixels", 3)[:, None]
-        blobs = [decode_base64(s, state.settings.max_body_bytes) for s in req.images]
-    else:
-        req = _parse_json(body, PredictJSON)
-        if req.pixels is not None:
-            return _pixel_array(req.pixels, state, "pixels", 2)[None, None]
-        blobs = [decode_base64(req.image, state.settings.max_body_bytes)]
-    return await _preprocess_all(blobs, state)
+    limit, max_bytes = state.settings.max_batch_items if batch else 1, state.settings.max_body_bytes
+    if body.media_type == MULTIPART:
+        return await _preprocess_all(file_parts(body.data, body.content_type, "file", limit), state)
+    if not batch:
+        one = _validated(body.json, PredictJSON)
+        if one.pixels is not None:
+            return _pixel_array(one.pixels, state, "pixels", 2)[None, None]
+        return await _preprocess_all([decode_base64(one.image, max_bytes)], state)
+    req = _validated(body.json, PredictBatchJSON)
+    items = req.images if req.images is not None else req.pixels
+    if not items:
+        raise Invalid("the batch is empty")
+    n = len(items)
+    if n > limit:
+        raise Invalid(f"{n} images, at most {limit} per request")
+    if req.pixels is not None:
+        return np.stack([_item(i, n, _pixel_array, p, state, "pixels", 2) for i, p in enumerate(req.pixels)])[:, None]
+    return await _preprocess_all([_item(i, n, decode_base64, s, max_bytes) for i, s in enumerate(req.images)], state)
 
 
 def _result(out: dict[str, np.ndarray], i: int, image: np.ndarray, state: AppState, extras: set[str]) -> dict[str, Any]:
     card = state.card
-    lengths = out["lengths"][i]
+    lengths, errors = out["lengths"][i], out["recon_errors"][i]
+    blank, is_digit = card.digit_rule.judge(image, lengths, errors)
     r: dict[str, Any] = {
         "prediction": int(lengths.argmax()),
         "lengths": rounded(lengths),
         "poses": rounded(out["poses"][i]),
+        "blank": blank,
+        "is_digit": is_digit,
+        "recon_errors": rounded(errors),
         "reconstruction": picture(out["reconstruction"][i, 0]),
         "input": picture(image[0]),
         "model": {"name": card.name, "version": card.version, "provider": state.engine.provider, "precision": state.engine.precision},
     }
-    if extras:
+    if "counterfactuals" in extras:
+        r["counterfactuals"] = [encode_png(x) for x in out["counterfactuals"][i]]
+    if extras & {"coupling", "coupling_grid"}:
         c = out["coupling"][i]  # [1152,10], i = channel*36 + row*6 + col
         g = card.primary_grid
         if "coupling" in extras:
@@ -114,7 +118,7 @@ def _result(out: dict[str, np.ndarray], i: int, image: np.ndarray, state: AppSta
     return r
 
 
-EXTRAS = {"coupling", "coupling_grid"}
+EXTRAS = {"coupling", "coupling_grid", "counterfactuals"}
 
 
 def _extras(include: str | None) -> set[str]:
@@ -126,7 +130,8 @@ def _extras(include: str | None) -> set[str]:
 
 
 INCLUDE_DOC = ("comma-separated extras: `coupling` adds the routing coefficients [1152][10] and their 6x6 map per digit "
-               "`coupling_grid` [10][6][6]; `coupling_grid` adds only the map")
+               "`coupling_grid` [10][6][6]; `coupling_grid` adds only the map; `counterfactuals` adds the decoder's image from each "
+               "digit capsule's own pose [10] (PNG), the images behind `recon_errors`")
 # Read from the query string by hand and documented here: FastAPI's per-request validation of this one optional
 # parameter was 4% of the event loop's time per /predict under load.
 INCLUDE_PARAM = {"name": "include", "in": "query", "required": False, "description": INCLUDE_DOC,
@@ -139,25 +144,23 @@ def _with_include(spec: dict) -> dict:
 
 @router.post("/predict", response_model=Prediction, responses=ERRORS, openapi_extra=_with_include(_body_spec(PredictJSON, multiple=False)),
              summary="Classify one digit: capsule lengths, poses, reconstruction")
-async def predict(request: Request, state: AppState = Depends(ready_state)) -> FastJSON:
+async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     """Send an image as multipart field `file`, as JSON `{"image": base64}`, or MNIST-like `{"pixels": 28x28}`.
 
     Images are made to look like MNIST first (ink bright on black, fit to 20x20, centred by mass);
     `pixels` go to the network as they are."""
     extras = _extras(request.query_params.get("include"))
-    with state.batcher.in_flight():
-        images = await _images(request, state, batch=False)
-        out = await state.batcher.submit(images, state.settings.request_timeout_s)
-        return FastJSON(_result(out, 0, images[0], state, extras))  # ~0.1 ms: cheaper than a thread hop
+    images = await _images(body, state, batch=False)
+    out = await state.batcher.submit(images, state.settings.request_timeout_s)
+    return FastJSON(_result(out, 0, images[0], state, extras))  # ~0.1 ms: cheaper than a thread hop
 
 
 @router.post("/predict/batch", response_model=BatchPrediction, responses=ERRORS, openapi_extra=_with_include(_body_spec(PredictBatchJSON, multiple=True)),
              summary="Classify several digits in one request")
-async def predict_batch(request: Request, state: AppState = Depends(ready_state)) -> FastJSON:
+async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     """Several `file` parts, `{"images": [...]}` or `{"pixels": [N x 28 x 28]}`, up to the configured maximum (64)."""
     extras = _extras(request.query_params.get("include"))
-    with state.batcher.in_flight():
-        images = await _images(request, state, batch=True)
-        out = await state.batcher.submit(images, state.settings.request_timeout_s)
-        results = await to_thread.run_sync(lambda: [_result(out, i, images[i], state, extras) for i in range(len(images))])
-        return FastJSON({"results": results})
+    images = await _images(body, state, batch=True)
+    out = await state.batcher.submit(images, state.settings.request_timeout_s)
+    results = await to_thread.run_sync(lambda: [_result(out, i, images[i], state, extras) for i in range(len(images))])
+    return FastJSON({"results": results})

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from service.settings import Settings
 from tests.service.helpers import b64, encode, stroke_digit_one
 
 GOOD_PNG = stroke_digit_one()
+MAX_BODY = Settings.model_fields["max_body_bytes"].default
 POSE = [0.0] * 16
 
 
@@ -50,11 +52,11 @@ CASES = [
     ("no-media-type", "post", "/predict", {"content": b"abc"}, 415, "unsupported_media_type"),
     ("reconstruct-form", "post", "/reconstruct", {"data": {"digit": "1"}}, 415, "unsupported_media_type"),
     ("body-30MB", "post", "/predict", {"content": b"0" * (30 * 1024 * 1024), "headers": {"content-type": "application/json"}}, 413, "too_large"),
-    ("empty-json-body", "post", "/predict", {"content": b"", "headers": {"content-type": "application/json"}}, 400, "bad_input"),
-    ("broken-json", "post", "/predict", {"content": b'{"pixels": [[', "headers": {"content-type": "application/json"}}, 400, "bad_input"),
+    ("empty-json-body", "post", "/predict", {"content": b"", "headers": {"content-type": "application/json"}}, 400, "bad_json"),
+    ("broken-json", "post", "/predict", {"content": b'{"pixels": [[', "headers": {"content-type": "application/json"}}, 400, "bad_json"),
     ("deep-json", "post", "/predict", {"content": b"[" * 100000 + b"]" * 100000, "headers": {"content-type": "application/json"}}, 400, "bad_json"),
     ("deep-json-reconstruct", "post", "/reconstruct", {"content": b'{"digit":' + b"[" * 5000, "headers": {"content-type": "application/json"}}, 400, "bad_json"),
-    ("huge-json", "post", "/predict/batch", {"content": b'{"images": ["' + b"A" * (6 * 1024 * 1024) + b'"]}', "headers": {"content-type": "application/json"}}, 413, "too_large"),
+    ("huge-json", "post", "/predict/batch", {"content": b'{"images": ["' + b"A" * MAX_BODY + b'"]}', "headers": {"content-type": "application/json"}}, 413, "too_large"),
     ("json-not-object", "post", "/predict", {"json": [1, 2, 3]}, 422, "invalid"),
     ("both-image-and-pixels", "post", "/predict", {"json": {"image": b64(GOOD_PNG), "pixels": [[0] * 28] * 28}}, 422, "invalid"),
     ("unknown-field", "post", "/predict", {"json": {"picture": "x"}}, 422, "invalid"),

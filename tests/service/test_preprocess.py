@@ -9,7 +9,7 @@ from hypothesis.extra.numpy import arrays
 
 from PIL import Image
 
-from service.preprocess import SMALL, centre_of_mass, fit_and_centre, flatten_alpha, ink_bright, resize_bilinear, to_mnist
+from service.preprocess import SMALL, centre_of_mass, find_digit, fit_and_centre, flatten_alpha, resize_bilinear, to_mnist
 
 
 def test_centre_of_mass_is_row_then_column():
@@ -78,11 +78,49 @@ def test_blank_image_gives_blank_input():
         assert out.shape == (28, 28) and not out.any()
 
 
-def test_ink_bright_normalises_the_strongest_ink_to_one():
+def test_faint_ink_on_grey_paper_is_scaled_to_full_strength():
     img = np.full((30, 30), 0.8)
     img[10:20, 10:20] = 0.3  # grey ink on light grey paper
-    out = ink_bright(img)
+    out = find_digit(img)
     assert out.max() == pytest.approx(1.0) and out[0, 0] == 0.0
+
+
+def _shaded_paper(h: int = 400, w: int = 600, seed: int = 0) -> np.ndarray:
+    """Paper lit from one side (60% darker at the far edge) with grain: brighter in one corner than ink is in another."""
+    rng = np.random.default_rng(seed)
+    light = np.linspace(1.0, 0.4, w)[None, :] * np.ones((h, 1))
+    return np.clip(0.9 * light + rng.normal(0, 0.03, (h, w)), 0, 1)
+
+
+def test_uneven_light_and_grain_are_not_ink():
+    assert not to_mnist(_shaded_paper()).any()
+
+
+def test_a_small_digit_on_shaded_paper_is_found_and_fills_the_box():
+    img = _shaded_paper()
+    img[250:330, 470:480] *= 0.35  # a small "1" in the dark corner
+    out = to_mnist(img)
+    rows, cols = np.nonzero(out > 0.5)
+    assert rows.max() - rows.min() + 1 >= 18  # scaled up to the 20 px box, not a dot in a grey frame
+    assert cols.max() - cols.min() + 1 <= 6
+
+
+def test_ruled_lines_and_specks_are_dropped():
+    img = np.ones((300, 400))
+    img[::30, :] = 0.7  # ruled lines across the sheet
+    img[40, 30] = img[260, 350] = 0.0  # specks
+    img[100:200, 195:205] = 0.0  # the digit, crossing three lines
+    out = to_mnist(img)
+    rows, cols = np.nonzero(out > 0.5)
+    assert rows.max() - rows.min() + 1 >= 18 and cols.max() - cols.min() + 1 <= 6
+
+
+def test_a_two_stroke_digit_is_kept_whole():
+    img = np.ones((200, 200))
+    img[50:150, 90:100] = 0.0  # the stem of a 4 ...
+    img[90:100, 40:85] = 0.0  # ... and its arm, not touching it
+    out = to_mnist(img)
+    assert (out[:, :10] > 0.3).any() or (out[:, 18:] > 0.3).any() or np.count_nonzero(out > 0.5) > 60
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,0 +1,240 @@
+"""One request path (issue 12, part 4): method, then media type, then size and JSON, each checked once; rejections
+counted under their route; HEAD on every GET endpoint; one error code per mistake; responses as /openapi.json says."""
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from service.app import create_app
+from service.settings import Settings
+from tests.service.helpers import b64, stroke_digit_one
+
+GOOD_PNG = stroke_digit_one()
+PIXELS = [[0.0] * 28] * 28
+POSE = [0.1] * 16
+JSON_ENDPOINTS = ["/predict", "/predict/batch", "/reconstruct", "/perturb"]
+
+
+def _count(metrics: str, line_start: str) -> float:
+    return sum(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith(line_start))
+
+
+@pytest.mark.parametrize("method", ["put", "delete", "patch"])
+def test_a_method_the_path_does_not_take_is_405_before_its_media_type_is_looked_at(client, method):
+    r = client.request(method.upper(), "/predict", content=b"hello", headers={"content-type": "text/plain"})
+    assert r.status_code == 405 and r.json()["error"] == "method_not_allowed"
+    assert r.headers["allow"] == "POST" and r.headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/model", "/", "/metrics", "/openapi.json", "/static/app.js"])
+def test_head_answers_every_get_endpoint_with_the_headers_and_no_body(client, path):
+    get, head = client.get(path), client.head(path)
+    assert head.status_code == get.status_code == 200
+    assert head.content == b""
+    assert head.headers["content-type"] == get.headers["content-type"]
+    assert head.headers["x-content-type-options"] == "nosniff"
+    if path != "/metrics":  # the only one whose body changes between two requests
+        assert head.headers["content-length"] == get.headers["content-length"]
+
+
+def test_head_over_a_real_server_sends_no_body(server):
+    for path in ("/healthz", "/model"):
+        r = httpx.head(server.url + path, timeout=10)
+        assert r.status_code == 200 and r.content == b"" and int(r.headers["content-length"]) > 0
+    assert httpx.head(server.url + "/predict", timeout=10).status_code == 405
+
+
+def test_early_rejections_are_counted_under_the_route_they_were_sent_to(client):
+    sends = [
+        (415, {"content": b"abc", "headers": {"content-type": "text/plain"}}),
+        (413, {"content": b"0" * (Settings().max_body_bytes + 1), "headers": {"content-type": "application/json"}}),
+        (400, {"content": b"{", "headers": {"content-type": "application/json"}}),
+    ]
+    before = client.get("/metrics").text
+    for status, kwargs in sends:
+        assert client.post("/predict", **kwargs).status_code == status
+    assert client.put("/predict").status_code == 405
+    after = client.get("/metrics").text
+    for method, status in [("POST", 415), ("POST", 413), ("POST", 400), ("PUT", 405)]:
+        line = f'capsnet_requests_total{{endpoint="/predict",method="{method}",status="{status}"}}'
+        assert _count(after, line) == _count(before, line) + 1, line
+    assert client.head("/healthz").status_code == 200
+    assert _count(client.get("/metrics").text, 'capsnet_requests_total{endpoint="/healthz",method="HEAD",status="200"}') >= 1
+
+
+@pytest.mark.parametrize("body", [b'{"digit": 1, "pose": [', b"", b"\xff\xfe"], ids=["truncated", "empty", "not-utf8"])
+@pytest.mark.parametrize("path", JSON_ENDPOINTS)
+def test_malformed_json_is_bad_json_on_every_endpoint(client, path, body):
+    r = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == "bad_json" and r.json()["detail"].startswith("request body is not valid JSON")
+
+
+@pytest.mark.parametrize("path", JSON_ENDPOINTS)
+def test_json_nested_past_the_limit_is_bad_json_before_it_is_parsed(client, path):
+    r = client.post(path, content=b'{"a": "[[[[", "b": ' + b"[" * 10_000, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json() == {"error": "bad_json", "detail": "JSON nests deeper than 32 levels"}
+
+
+def test_a_structured_json_media_type_is_json(client):
+    r = client.post("/reconstruct", content=b'{"digit": 1, "pose": [' + b",".join([b"0"] * 16) + b"]}",
+                    headers={"content-type": "application/vnd.capsnet+json; charset=utf-8"})
+    assert r.status_code == 200, r.text
+
+
+def test_a_bad_item_of_a_json_batch_is_named(client):
+    r = client.post("/predict/batch", json={"images": [b64(GOOD_PNG), b64(GOOD_PNG), b64(b"junk" * 20)]})
+    assert r.status_code == 400 and r.json()["error"] == "bad_input"
+    assert r.json()["detail"].startswith("image 2: cannot decode image"), r.json()
+    r = client.post("/predict/batch", json={"images": [b64(GOOD_PNG), b64(GOOD_PNG), "not base64!"]})
+    assert r.status_code == 400 and r.json()["detail"].startswith("image 2: image is not valid base64"), r.json()
+    r = client.post("/predict/batch", json={"pixels": [PIXELS, PIXELS, [[0.0] * 27] * 28]})
+    assert r.status_code == 422 and r.json()["detail"] == "image 2: pixels must be 28 rows of 28 numbers each, got shape [28, 27]"
+
+
+def test_a_bad_file_of_a_multipart_batch_is_named(client):
+    files = [("file", ("a.png", GOOD_PNG, "image/png")), ("file", ("b.png", GOOD_PNG, "image/png")), ("file", ("c.png", b"junk", "image/png"))]
+    r = client.post("/predict/batch", files=files)
+    assert r.status_code == 400 and r.json()["error"] == "bad_input"
+    assert r.json()["detail"].startswith("image 2: cannot decode image"), r.json()
+
+
+def test_a_body_without_content_length_is_refused_once_past_the_limit_and_not_read_further():
+    """Driven as ASGI (TestClient reads a streamed body whole before the app sees it): 1 MB chunks of a 64 MB upload."""
+    app = create_app(Settings(warmup_runs=0))
+    limit, chunk = app.state.capsnet.settings.max_body_bytes, b"[" + b"0" * (1 << 20)
+    asked, sent = 0, []
+
+    async def receive() -> dict:
+        nonlocal asked
+        asked += 1
+        return {"type": "http.request", "body": chunk, "more_body": asked < 64}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http", "path": "/predict",
+             "raw_path": b"/predict", "root_path": "", "query_string": b"", "headers": [(b"content-type", b"application/json")],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    assert start["status"] == 413 and (b"connection", b"close") in start["headers"]
+    assert asked == limit // len(chunk) + 1  # the chunk that crossed the limit was the last one read
+
+
+def test_one_in_flight_count_feeds_the_gauge_and_the_batcher(client):
+    state = client.app.state.capsnet
+    batcher, metrics = state.batcher, state.metrics
+    seen: list[tuple[int, bool]] = []
+    real = batcher._run
+
+    def spy(images, busy=False):
+        seen.append((metrics.in_flight, busy))
+        return real(images, busy)
+
+    batcher._run = spy
+    try:
+        client.post("/predict", json={"pixels": PIXELS})
+        metrics.in_flight += 1  # as if another request were being read while this one runs
+        try:
+            client.post("/predict", json={"pixels": PIXELS})
+        finally:
+            metrics.in_flight -= 1
+    finally:
+        batcher._run = real
+    assert seen == [(1, False), (2, True)]
+    assert "capsnet_requests_in_flight 1.0" in client.get("/metrics").text  # the scrape itself
+
+
+# ---- responses against the schemas /openapi.json declares for them ----
+
+@pytest.fixture(scope="module")
+def spec(client) -> dict:
+    return client.get("/openapi.json").json()
+
+
+def _validator(spec: dict, path: str, method: str, status: int) -> Draft202012Validator:
+    """The declared schema of one response, its $refs resolved against the whole document."""
+    pointer = "/".join(["#/paths", path.replace("~", "~0").replace("/", "~1"), method, "responses", str(status),
+                        "content", "application~1json", "schema"])
+    registry = Registry().with_resource("urn:openapi", Resource(contents=spec, specification=DRAFT202012))
+    return Draft202012Validator({"$ref": "urn:openapi" + pointer}, registry=registry)
+
+
+def _assert_valid(spec: dict, path: str, method: str, r: httpx.Response) -> None:
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}" for e in _validator(spec, path, method, r.status_code).iter_errors(r.json())]
+    assert not errors, f"{method.upper()} {path} {r.status_code}: {errors[:5]}"
+
+
+OK_CALLS = [
+    ("post", "/predict", {"json": {"pixels": PIXELS}}),
+    ("post", "/predict", {"files": {"file": ("one.png", GOOD_PNG, "image/png")}}),
+    ("post", "/predict?include=coupling,counterfactuals", {"json": {"image": b64(GOOD_PNG)}}),
+    ("post", "/predict?include=coupling_grid", {"json": {"pixels": PIXELS}}),
+    ("post", "/predict/batch", {"json": {"pixels": [PIXELS, PIXELS]}}),
+    ("post", "/predict/batch?include=coupling", {"files": [("file", ("a.png", GOOD_PNG, "image/png"))] * 2}),
+    ("post", "/reconstruct", {"json": {"digit": 3, "pose": POSE}}),
+    ("post", "/perturb", {"json": {"digit": 3, "pose": POSE}}),
+    ("post", "/perturb", {"json": {"digit": 3, "pose": POSE, "deltas": [-1.0, 1.0]}}),
+    ("get", "/healthz", {}),
+    ("get", "/readyz", {}),
+    ("get", "/model", {}),
+]
+
+
+@pytest.mark.parametrize("method, url, kwargs", OK_CALLS, ids=[f"{m} {u}" for m, u, _ in OK_CALLS])
+def test_every_200_matches_its_declared_schema(client, spec, method, url, kwargs):
+    r = client.request(method.upper(), url, **kwargs)
+    assert r.status_code == 200, r.text[:300]
+    _assert_valid(spec, url.split("?")[0], method, r)
+
+
+ERROR_CALLS = [
+    ("/predict", {"content": b"{", "headers": {"content-type": "application/json"}}, 400),
+    ("/predict", {"json": {"image": "not base64!"}}, 400),
+    ("/predict", {"content": b"0" * (Settings().max_body_bytes + 1), "headers": {"content-type": "application/json"}}, 413),
+    ("/predict/batch", {"content": b"x", "headers": {"content-type": "text/plain"}}, 415),
+    ("/predict", {"json": {"pixels": [[2.0] * 28] * 28}}, 422),
+    ("/reconstruct", {"json": {"digit": 12, "pose": POSE}}, 422),
+    ("/perturb", {"json": {"digit": 1, "pose": POSE, "deltas": [0.0] * 42}}, 422),
+]
+
+
+@pytest.mark.parametrize("path, kwargs, status", ERROR_CALLS, ids=[f"{p} {s}" for p, _, s in ERROR_CALLS])
+def test_every_error_matches_the_error_body_declared(client, spec, path, kwargs, status):
+    r = client.post(path, **kwargs)
+    assert r.status_code == status, r.text[:300]
+    _assert_valid(spec, path, "post", r)
+
+
+def test_validation_errors_list_each_field(client, spec):
+    r = client.post("/reconstruct", json={"digit": 12, "pose": "x"})
+    assert r.status_code == 422
+    assert {tuple(e["loc"]) for e in r.json()["errors"]} == {("body", "digit"), ("body", "pose")}
+
+
+def test_openapi_documents_the_model_the_error_body_and_the_decoder_limits(spec):
+    schemas = spec["components"]["schemas"]
+    model = spec["paths"]["/model"]["get"]["responses"]
+    assert model["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ServedModel"}
+    assert "503" in model
+    assert {"name", "version", "provider", "device", "precision", "model_file", "session_providers", "available_providers",
+            "input_spec", "limits", "batching"} <= set(schemas["ServedModel"]["required"])
+    assert schemas["ServedModel"]["additionalProperties"] is True  # the card's own fields
+
+    error = schemas["ErrorBody"]
+    assert set(error["required"]) == {"error", "detail"} and {"errors", "id"} <= set(error["properties"])
+    assert schemas["FieldError"]["required"] == ["loc", "msg", "type"]
+
+    limits = Settings()
+    for name in ("ReconstructRequest", "PerturbRequest"):
+        pose = schemas[name]["properties"]["pose"]
+        assert pose["minItems"] == pose["maxItems"] == 16, name
+        assert pose["items"]["minimum"] == -limits.max_abs_pose and pose["items"]["maximum"] == limits.max_abs_pose, name
+    deltas = next(s for s in schemas["PerturbRequest"]["properties"]["deltas"]["anyOf"] if s.get("type") == "array")
+    assert deltas["maxItems"] == limits.max_deltas == 41 and deltas["minItems"] == 1
