@@ -11,7 +11,7 @@ CHECKPOINT ?= checkpoints/best.pt
 SERVE_REQS := requirements/serve.txt requirements/ort-cpu.txt
 DEV_REQS   := $(SERVE_REQS) requirements/train.txt requirements/test.txt
 
-.PHONY: install run test train resume evaluate export quantize bench clean
+.PHONY: install run test train resume evaluate export quantize calibrate bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,9 @@ export: $(VENV)/.dev-installed  ## $(CHECKPOINT) -> weights/*.onnx (FP32 and INT
 
 quantize: $(VENV)/.dev-installed  ## weights/capsnet.onnx -> weights/capsnet-int8.onnx, accuracy and speed-up in the model card
 	$(BIN)/python -m model.quantize --data $(DATA)
+
+calibrate: $(VENV)/.dev-installed  ## the is_digit rule from MNIST -> weights/model-card.json (thresholds and their figures)
+	$(BIN)/python -m model.calibrate --data $(DATA)
 
 bench: $(VENV)/.dev-installed  ## benchmarks -> bench/results/*.json and BENCHMARKS.md
 	$(BIN)/python -m bench

@@ -116,6 +116,18 @@ def render(results_dir: Path) -> str:
                   f"{soak['requests']} requests, statuses {soak['statuses']}, **{soak['server_errors_5xx']} 5xx**; "
                   f"server RSS {soak['rss_mb_start']} MB at start, {soak['rss_mb_end']} MB at end (max {soak['rss_mb_max']}, "
                   f"growth over the second half {soak['rss_mb_growth_second_half']} MB)."]
+    real = load("realinput")
+    if real:
+        h = real["health_under_heavy_uploads"]
+        parts += ["", "## Real input", "", "Decoding and preprocessing one upload, in process (uploads over `CAPSNET_INLINE_DECODE_PIXELS`, "
+                  "4096 by default, run in the decode pool, off the event loop):", "",
+                  _table(["upload", "bytes", "pixels", "ms"], [[r["upload"], r["bytes"], r["pixels"], r["ms"]] for r in real["preprocess"]]), "",
+                  "The network alone against the network plus the decoder on all ten capsules (`recon_errors`, `is_digit`), as the batcher runs it:", "",
+                  _table(["model", "batch", "network ms", "with counterfactuals ms", "added"],
+                         [[r["precision"], r["batch"], r["network_ms"], r["with_counterfactuals_ms"], f"{100 * r['added']:.0f}%"] for r in real["counterfactuals"]]),
+                  "", f"`/healthz` while {h['uploads']} PNGs of 4000x4000 RGBA pixels ({h['upload_bytes']} bytes each) are posted at once: "
+                  f"{h['healthz_probes']} probes, p50 {h['healthz_p50_ms']} ms, worst **{h['healthz_max_ms']} ms**; uploads answered "
+                  f"{h['statuses']} in {h['upload_ms']} ms."]
     notes = results_dir / "NOTES.md"
     if notes.exists():
         parts += ["", notes.read_text().strip()]

@@ -98,7 +98,8 @@ def load_card(weights_dir: Path) -> ModelCard:
         _ = (raw["files"], card.name, card.version, card.image_size, card.num_classes, card.digit_dim, card.num_primary, card.digit_box,
              card.digit_rule)
     except (KeyError, TypeError, ValueError) as e:
-        raise WeightsError(f"model card {card_path} lacks a field the service needs: {e}") from e
+        hint = " (run `python -m model.calibrate` after an export)" if "is_digit" not in raw else ""
+        raise WeightsError(f"model card {card_path} lacks a field the service needs: {e}{hint}") from e
     return card
 
 

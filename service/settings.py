@@ -35,9 +35,9 @@ class Settings(BaseSettings):
 
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="largest request body (413 past it): a 12 MP phone JPEG is 2-8 MB")
     max_image_pixels: int = Field(16_000_000, ge=1, description="largest width x height of an upload (413 past it)")
-    inline_decode_pixels: int = Field(250_000, ge=0, description="uploads of up to this many pixels in all are decoded on the event loop (~1 ms); larger ones in the decode pool")
-    decode_workers: int = Field(2, ge=1, le=64, description="threads that decode and preprocess large uploads")
-    decode_queue: int = Field(4, ge=0, description="large uploads waiting for a decode thread before requests get 503")
+    inline_decode_pixels: int = Field(4096, ge=0, description="uploads of up to this many pixels in all (an MNIST-sized image, ~0.3 ms) are decoded and preprocessed on the event loop; larger ones in the decode pool")
+    decode_workers: int = Field(2, ge=1, le=64, description="threads that decode and preprocess larger uploads")
+    decode_pool_pixels: int = Field(64_000_000, ge=1, description="decoded pixels the decode pool holds, running and waiting (four of the largest legal uploads); past it, 503")
     max_batch_items: int = Field(64, ge=1, description="most images in one /predict/batch request")
     max_deltas: int = Field(41, ge=1, description="most deltas in one /perturb request")
     max_json_depth: int = Field(32, ge=4, description="deepest JSON nesting accepted")

@@ -3,9 +3,9 @@
 Decoding cost follows the decoded pixel count, not the file size: a 63 KB PNG can hold 4000x4000 RGBA pixels and
 takes seconds to decode and clean up, while every /healthz and every other request waits on the same event loop.
 So the header is read on the loop (microseconds, and it is where the pixel limit is enforced), small images are
-decoded and preprocessed right there (a thread hop would cost more than the work), and large ones go to a small
-pool of threads with a bounded number of places: when they are all taken the request is answered 503 with
-Retry-After at once, as a full model queue is. Pillow, OpenCV and numpy release the GIL in their heavy loops, so
+decoded and preprocessed right there (a thread hop would cost more than the work), and larger ones go to a small
+pool of threads that holds a bounded number of pixels: when it is full the request is answered 503 with Retry-After
+at once, as a full model queue is. Pillow, OpenCV and numpy release the GIL in their heavy loops, so
 the event loop keeps answering while the pool works.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import numpy as np
@@ -28,30 +28,32 @@ T = TypeVar("T")
 
 
 class DecodePool:
-    """Threads for heavy decoding, `workers` at once and `waiting` more queued; past that, Overloaded (503)."""
+    """`workers` threads for decoding; what they hold, running or waiting, is bounded in decoded pixels (a canvas is
+    78k, the largest legal upload 16M), so many small uploads fit where a few huge ones fill it: past the bound,
+    Overloaded (503 with Retry-After). An upload alone is always admitted, whatever its size."""
 
-    def __init__(self, workers: int, waiting: int) -> None:
-        self.workers, self.places = workers, workers + waiting
+    def __init__(self, workers: int, max_pixels: int) -> None:
+        self.workers, self.max_pixels = workers, max_pixels
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="capsnet-decode")
         self._lock = threading.Lock()
-        self._taken = 0  # admitted and not finished: a request whose client left still holds its place until its thread is done
+        self._pixels = 0  # admitted and not finished: a request whose client left still holds its pixels until its thread is done
 
     @property
-    def taken(self) -> int:
-        return self._taken
+    def pixels_in_flight(self) -> int:
+        return self._pixels
 
-    async def run(self, fn: Callable[[], T]) -> T:
+    async def run(self, fn: Callable[[], T], pixels: int) -> T:
         with self._lock:
-            if self._taken >= self.places:
-                raise Overloaded(f"image decoding is busy ({self._taken} large images in progress or waiting, limit {self.places}); retry shortly")
-            self._taken += 1
+            if self._pixels and self._pixels + pixels > self.max_pixels:
+                raise Overloaded(f"image decoding is busy ({self._pixels} pixels of uploads in progress, limit {self.max_pixels}); retry shortly")
+            self._pixels += pixels
         fut = self._executor.submit(fn)
-        fut.add_done_callback(self._release)
+        fut.add_done_callback(lambda _: self._release(pixels))
         return await asyncio.wrap_future(fut)
 
-    def _release(self, _: Future) -> None:
+    def _release(self, pixels: int) -> None:
         with self._lock:
-            self._taken -= 1
+            self._pixels -= pixels
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -75,6 +77,5 @@ async def to_inputs(blobs: list[bytes], pool: DecodePool, max_pixels: int, inlin
     def work() -> np.ndarray:
         return np.stack([_labelled(i, n, lambda im=im: to_mnist(*load_pixels(im, WORK_SIDE), size, box)) for i, im in enumerate(opened)])[:, None]
 
-    if sum(im.size[0] * im.size[1] for im in opened) <= inline_pixels:
-        return work()
-    return await pool.run(work)
+    pixels = sum(im.size[0] * im.size[1] for im in opened)
+    return work() if pixels <= inline_pixels else await pool.run(work, pixels)
