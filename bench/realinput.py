@@ -66,8 +66,8 @@ def counterfactual_costs(weights: Path, min_seconds: float) -> list[dict]:
         for batch in (1, 32):
             x = np.zeros((batch, 1, 28, 28), np.float32)
             x[:, :, 6:22, 12:16] = 1.0
-            net, _ = _time(lambda: engine.capsnet.run(None, {"image": x}), min_seconds)
-            full, _ = _time(lambda: engine.predict(x), min_seconds)
+            net, _ = _time(lambda e=engine, x=x: e.capsnet.run(None, {"image": x}), min_seconds)
+            full, _ = _time(lambda e=engine, x=x: e.predict(x), min_seconds)
             rows.append({"precision": precision, "batch": batch, "network_ms": round(net * 1000, 3), "with_counterfactuals_ms": round(full * 1000, 3),
                          "added": round(full / net - 1, 3)})
     return rows

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -15,6 +17,7 @@ from starlette.responses import JSONResponse
 from service.batcher import InferenceFailed, Overloaded
 
 log = logging.getLogger("capsnet.errors")
+T = TypeVar("T")
 
 
 class ClientError(Exception):
@@ -29,6 +32,16 @@ class ClientError(Exception):
     def at(self, where: str) -> ClientError:
         """The same error about one item of a request: `image 2: cannot decode image: ...`."""
         return type(self)(f"{where}: {self.detail}", self.headers)
+
+
+def for_item(i: int, n: int, fn: Callable[..., T], *args: Any) -> T:
+    """fn(*args) on item i of a request's n; a client error names the item when there are several (`image 2: ...`)."""
+    try:
+        return fn(*args)
+    except ClientError as e:
+        if n > 1:
+            raise e.at(f"image {i}") from None
+        raise
 
 
 class BadInput(ClientError):

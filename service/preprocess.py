@@ -15,6 +15,10 @@ import cv2
 import numpy as np
 from PIL import Image
 
+# OpenCV hands even a 28x28 image's work to its own thread pool: on the event loop that cost more than the work (measured
+# per /predict at concurrency 1, BENCHMARKS.md). Large uploads get their parallelism from the decode pool instead.
+cv2.setNumThreads(1)
+
 INK_THRESHOLD = 0.1  # of the ink range, after background removal: what counts as ink for the bounding box
 WORK_SIDE = 1024  # the digit is looked for at most this large: a 12 MP photo's digit keeps 80+ px, and the work stays ~10 ms
 FLAT_BELOW = 64  # smaller images (an MNIST-sized upload) hold no shading to remove: one paper level, from the border

@@ -20,7 +20,7 @@ import numpy as np
 from PIL import Image
 
 from service.batcher import Overloaded
-from service.errors import ClientError
+from service.errors import for_item
 from service.imaging import load_pixels, open_image
 from service.preprocess import WORK_SIDE, to_mnist
 
@@ -59,23 +59,17 @@ class DecodePool:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _labelled(i: int, n: int, fn: Callable[[], T]) -> T:
-    """Run fn; a client error in one item of several says which item (`image 3: ...`)."""
-    try:
-        return fn()
-    except ClientError as e:
-        if n > 1:
-            e.detail = f"image {i}: {e.detail}"
-        raise
+def _to_input(im: Image.Image, size: int, box: int) -> np.ndarray:
+    return to_mnist(*load_pixels(im, WORK_SIDE), size, box)
 
 
 async def to_inputs(blobs: list[bytes], pool: DecodePool, max_pixels: int, inline_pixels: int, size: int, box: int) -> np.ndarray:
     """Encoded images -> float32 [n,1,size,size] as the network wants them (see preprocess.to_mnist)."""
     n = len(blobs)
-    opened: list[Image.Image] = [_labelled(i, n, lambda b=b: open_image(b, max_pixels)) for i, b in enumerate(blobs)]
+    opened: list[Image.Image] = [for_item(i, n, open_image, b, max_pixels) for i, b in enumerate(blobs)]
 
     def work() -> np.ndarray:
-        return np.stack([_labelled(i, n, lambda im=im: to_mnist(*load_pixels(im, WORK_SIDE), size, box)) for i, im in enumerate(opened)])[:, None]
+        return np.stack([for_item(i, n, _to_input, im, size, box) for i, im in enumerate(opened)])[:, None]
 
     pixels = sum(im.size[0] * im.size[1] for im in opened)
     return work() if pixels <= inline_pixels else await pool.run(work, pixels)

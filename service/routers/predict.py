@@ -1,7 +1,6 @@
 """POST /predict and /predict/batch: an image (or MNIST-like pixels) in, capsules out."""
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -11,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from service.body import MULTIPART, Body, BodyRoute, Upload
-from service.errors import ClientError, Invalid
+from service.errors import Invalid, for_item
 from service.imaging import decode_base64, encode_png
 from service.multipart import file_parts
 from service.responses import FastJSON, picture, rounded
@@ -21,7 +20,6 @@ from service.uploads import to_inputs
 
 router = APIRouter(tags=["predict"], route_class=BodyRoute)
 M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T")
 
 
 def _body_spec(json_model: type, multiple: bool) -> dict:
@@ -60,16 +58,6 @@ def _validated(document: Any, model: type[M]) -> M:
         raise RequestValidationError(e.errors(include_input=False, include_url=False)) from e
 
 
-def _item(i: int, n: int, fn: Callable[..., T], *args: Any) -> T:
-    """fn(*args) on item i of n; a client error names the item as uploads.to_inputs names those it decodes."""
-    try:
-        return fn(*args)
-    except ClientError as e:
-        if n > 1:
-            raise e.at(f"image {i}") from None
-        raise
-
-
 async def _images(body: Body, state: AppState, batch: bool) -> np.ndarray:
     """All the inputs of one request as float32 [n,1,S,S], validated and preprocessed off the event loop."""
     limit, max_bytes = state.settings.max_batch_items if batch else 1, state.settings.max_body_bytes
@@ -88,8 +76,8 @@ async def _images(body: Body, state: AppState, batch: bool) -> np.ndarray:
     if n > limit:
         raise Invalid(f"{n} images, at most {limit} per request")
     if req.pixels is not None:
-        return np.stack([_item(i, n, _pixel_array, p, state, "pixels", 2) for i, p in enumerate(req.pixels)])[:, None]
-    return await _preprocess_all([_item(i, n, decode_base64, s, max_bytes) for i, s in enumerate(req.images)], state)
+        return np.stack([for_item(i, n, _pixel_array, p, state, "pixels", 2) for i, p in enumerate(req.pixels)])[:, None]
+    return await _preprocess_all([for_item(i, n, decode_base64, s, max_bytes) for i, s in enumerate(req.images)], state)
 
 
 def _result(out: dict[str, np.ndarray], i: int, image: np.ndarray, state: AppState, extras: set[str]) -> dict[str, Any]:
