@@ -11,7 +11,7 @@ CHECKPOINT ?= checkpoints/best.pt
 SERVE_REQS := requirements/serve.txt requirements/ort-cpu.txt
 DEV_REQS   := $(SERVE_REQS) requirements/train.txt requirements/test.txt
 
-.PHONY: install run test train resume evaluate export quantize calibrate bench clean
+.PHONY: install run test train resume evaluate export quantize calibrate atlas bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,9 @@ quantize: $(VENV)/.dev-installed  ## weights/capsnet.onnx -> weights/capsnet-int
 
 calibrate: $(VENV)/.dev-installed  ## the is_digit rule from MNIST -> weights/model-card.json (thresholds and their figures)
 	$(BIN)/python -m model.calibrate --data $(DATA)
+
+atlas: $(VENV)/.dev-installed  ## what each pose dimension does, measured -> weights/dimensions.json (GET /dimensions, the sliders' names)
+	$(BIN)/python -m model.atlas --data $(DATA)
 
 bench: $(VENV)/.dev-installed  ## benchmarks -> bench/results/*.json and BENCHMARKS.md
 	$(BIN)/python -m bench

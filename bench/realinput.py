@@ -56,13 +56,13 @@ def preprocess_costs(min_seconds: float) -> list[dict]:
 
 def counterfactual_costs(weights: Path, min_seconds: float) -> list[dict]:
     """The network alone against the network plus the decoder on all ten capsules (what Engine.predict runs)."""
-    from service.card import choose_model_file, load_card
+    from service.card import load_card
     from service.engine import load_engine
 
     card = load_card(weights)
     rows = []
     for precision in ("fp32", "int8"):
-        engine = load_engine(weights, card, "cpu", 0, choose_model_file(card, precision))
+        engine = load_engine(weights, card, "cpu", 0, precision)
         for batch in (1, 32):
             x = np.zeros((batch, 1, 28, 28), np.float32)
             x[:, :, 6:22, 12:16] = 1.0

@@ -39,7 +39,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr-decay", type=float, default=0.9, help="exponential decay of the learning rate per epoch")
     p.add_argument("--shift", type=int, default=2, help="random shift in px (the paper's augmentation)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads for torch")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                   help="where the model trains: cuda when this torch sees a GPU, else cpu (batches are shifted on the CPU, "
+                        "from the same seeded generator, then moved, so a seed gives the same batches on either)")
     p.add_argument("--resume", default=None, help="a .pt checkpoint, or weights/capsnet.onnx (fresh optimiser)")
     p.add_argument("--ema-decay", type=float, default=0.999,
                    help="decay per step of the weight average evaluated beside the weights (0: none); 0.999 averages ~1000 steps, about 2 epochs")
@@ -51,9 +54,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def evaluate_model(model: CapsNet, images: torch.Tensor, labels: torch.Tensor, batch_size: int = 500) -> tuple[float, np.ndarray]:
     """Accuracy and predictions of `model` on a whole split (eval mode, no augmentation)."""
     model.eval()
+    device = next(model.parameters()).device
     preds = []
     for i in range(0, len(images), batch_size):
-        preds.append(model(images[i : i + batch_size])["lengths"].argmax(-1))
+        preds.append(model(images[i : i + batch_size].to(device))["lengths"].argmax(-1).cpu())
     pred = torch.cat(preds)
     return float((pred == labels).float().mean()), pred.numpy()
 
@@ -68,7 +72,7 @@ class WeightAverage:
 
     def __init__(self, model: CapsNet, decay: float) -> None:
         self.decay = decay
-        self.model = CapsNet(model.cfg)
+        self.model = CapsNet(model.cfg).to(next(model.parameters()).device)  # beside the weights it averages
         self.model.load_state_dict(model.state_dict())
         self.model.requires_grad_(False)
         self._src = list(model.parameters())
@@ -92,7 +96,8 @@ def train(args: argparse.Namespace) -> dict:
     xtr, ytr = to_tensor(train_x), torch.from_numpy(train_y.astype(np.int64))
     xte, yte = to_tensor(test_x), torch.from_numpy(test_y.astype(np.int64))
 
-    model = CapsNet(CapsNetConfig())
+    device = torch.device(args.device)
+    model = CapsNet(CapsNetConfig()).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=args.lr_decay)
     state = {"epoch": 0, "history": [], "best_acc": 0.0, "train_seconds": 0.0}
@@ -113,8 +118,8 @@ def train(args: argparse.Namespace) -> dict:
         bar = tqdm(range(0, len(xtr), args.batch_size), desc=f"epoch {epoch + 1}/{args.epochs}", unit="step")
         for i in bar:
             idx = perm[i : i + args.batch_size]
-            x = random_shift(xtr[idx], args.shift, gen)
-            y = ytr[idx]
+            x = random_shift(xtr[idx], args.shift, gen).to(device)
+            y = ytr[idx].to(device)
             outs = model(x, y)
             loss, m, r = total_loss(outs, x, y, model.cfg)
             opt.zero_grad(set_to_none=True)

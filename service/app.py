@@ -15,13 +15,14 @@ from fastapi.templating import Jinja2Templates
 from PIL import Image
 
 from service.batcher import Batcher
-from service.card import WeightsError, choose_model_file, load_card, verify_files
+from service.card import WeightsError, load_card, verify_files
 from service.engine import batches_in_flight, load_engine
 from service.errors import install_handlers
 from service.metrics import Metrics
 from service.middleware import EdgeMiddleware
-from service.routers import decode, ops, page, predict
+from service.routers import decode, dimensions, oip, ops, page, predict
 from service.settings import Settings, get_settings
+from service.routers.dimensions import load_atlas
 from service.state import AppState
 from service.uploads import DecodePool
 
@@ -32,7 +33,11 @@ DESCRIPTION = """A Capsule Network (Sabour, Frosst & Hinton, 2017) trained on MN
 `/predict` returns the 10 digit capsules' lengths and 16-D poses and the decoder's reconstruction;
 `/reconstruct` and `/perturb` drive the decoder with a pose of your choosing. Errors are JSON:
 `{"error": code, "detail": message}`, with `errors` listing each invalid field of a 422. A method a path does not
-take is a 405 (`method_not_allowed`) before anything else is looked at; every GET endpoint also answers HEAD."""
+take is a 405 (`method_not_allowed`) before anything else is looked at; every GET endpoint also answers HEAD.
+
+`/v2` is the Open Inference Protocol (KServe v2 / Triton) for the two graphs, `capsnet` and `decoder`, as tritonclient
+speaks it (JSON or binary tensors, Triton's config and statistics extensions), with the protocol's own error body
+`{"error": message}`."""
 
 
 @asynccontextmanager
@@ -41,16 +46,16 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     s = state.settings
     try:
         card = await to_thread.run_sync(load_card, s.weights_dir)
-        model_file = choose_model_file(card, s.precision)
         # every file the card lists, not only those in use: a weights directory that differs from its card is not served
         await to_thread.run_sync(verify_files, s.weights_dir, card, sorted(card.raw["files"]))
-        engine = await to_thread.run_sync(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, model_file,
+        engine = await to_thread.run_sync(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, s.precision,
                                              s.intra_op_threads_busy)
     except (WeightsError, ValueError) as e:
         log.error("cannot start: %s", e)
         raise
     ms_per_image = await to_thread.run_sync(engine.warm_up, s.warmup_runs)
     state.engine = engine
+    state.atlas = load_atlas(state)
     workers = s.workers or (batches_in_flight(ms_per_image, len(os.sched_getaffinity(0))) if engine.capsnet_busy is not None else 1)
     state.batcher = Batcher(engine.predict, s.max_batch, s.max_wait_ms / 1000.0, s.max_queue, state.metrics.observe_batch, workers,
                             in_flight=lambda: state.metrics.in_flight)
@@ -92,7 +97,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_handlers(app)
     app.include_router(predict.router)
     app.include_router(decode.router)
+    app.include_router(dimensions.router)
     app.include_router(ops.router)
+    app.include_router(oip.router)
     app.include_router(page.router)
     app.mount("/static", StaticFiles(directory=str(settings.static_dir)), name="static")
     if settings.cors_origins:

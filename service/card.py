@@ -103,14 +103,34 @@ def load_card(weights_dir: Path) -> ModelCard:
     return card
 
 
-def choose_model_file(card: ModelCard, precision: str) -> str:
-    """fp32: capsnet.onnx; int8: capsnet-int8.onnx; auto: int8 only if the card says it met both bars."""
+def choose_precision(card: ModelCard, setting: str, device: str) -> str:
+    """The precision a CAPSNET_PRECISION setting means on a device ("CPU" or "GPU"): fp32 and int8 pin one; auto is int8
+    only on the CPU, and only when the card says the INT8 file met its bars (accuracy, speed, finite output).
+
+    Why not on a GPU: the INT8 file is QDQ (quantise/dequantise pairs around each convolution, model/quantize.py). The CPU
+    provider fuses those into integer convolutions, twice as fast as FP32 here; the CUDA provider has no such kernels and
+    runs each one as dequantise + FP32 convolution, which is slower than the FP32 file it was made from."""
+    if setting in ("fp32", "int8"):
+        return setting
+    if setting != "auto":
+        raise ValueError(f"unknown precision {setting!r}; use auto, fp32 or int8")
     int8 = card.raw.get("int8") or {}
-    if precision == "int8" or (precision == "auto" and int8.get("meets_bars")):
-        if "file" not in int8:
-            raise WeightsError("INT8 asked for, but the model card lists no INT8 model (run `python -m model.quantize`)")
-        return int8["file"]
-    return "capsnet.onnx"
+    return "int8" if device == "CPU" and int8.get("meets_bars") else "fp32"
+
+
+def model_file_for(card: ModelCard, precision: str) -> str:
+    """fp32: capsnet.onnx; int8: the file the card's int8 section names."""
+    if precision == "fp32":
+        return "capsnet.onnx"
+    int8 = card.raw.get("int8") or {}
+    if "file" not in int8:
+        raise WeightsError("INT8 asked for, but the model card lists no INT8 model (run `python -m model.quantize`)")
+    return int8["file"]
+
+
+def choose_model_file(card: ModelCard, precision: str, device: str = "CPU") -> str:
+    """The capsnet file a precision setting serves on a device (choose_precision, then model_file_for)."""
+    return model_file_for(card, choose_precision(card, precision, device))
 
 
 def verify_files(weights_dir: Path, card: ModelCard, names: list[str]) -> None:

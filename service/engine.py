@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from service.card import ModelCard, WeightsError
+from service.card import ModelCard, WeightsError, choose_precision, model_file_for
 
 log = logging.getLogger("capsnet.engine")
 
@@ -26,6 +26,11 @@ def recon_error(images: np.ndarray, recon: np.ndarray) -> np.ndarray:
     redraw, 1 as far off as an empty image. model/calibrate.py states the same definition in the model card."""
     ink = np.maximum(np.square(images).sum((-2, -1)), 1.0)
     return np.square(recon - images[:, None]).sum((-2, -1)) / ink[:, None]
+
+
+def device_of(provider: str) -> str:
+    """"GPU" or "CPU": what an execution provider runs on, as card.choose_precision takes it."""
+    return "GPU" if provider == "CUDAExecutionProvider" else "CPU"
 
 
 def choose_providers(preference: str, available: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
@@ -51,11 +56,8 @@ class Engine:
     decoder: ort.InferenceSession
     card: ModelCard
     model_file: str = "capsnet.onnx"
+    precision: str = "fp32"  # of the convolutions in model_file, as chosen (card.choose_precision), not read off the file name
     capsnet_busy: ort.InferenceSession | None = None  # fewer threads, for batches run while other requests are in flight
-
-    @property
-    def precision(self) -> str:
-        return "int8" if "int8" in self.model_file else "fp32"
 
     @property
     def provider(self) -> str:
@@ -64,7 +66,7 @@ class Engine:
 
     @property
     def device(self) -> str:
-        return "GPU" if self.provider == "CUDAExecutionProvider" else "CPU"
+        return device_of(self.provider)
 
     def predict(self, images: np.ndarray, busy: bool = False) -> dict[str, np.ndarray]:
         """images float32 [N,1,S,S] -> lengths, poses, reconstruction, coupling.
@@ -145,22 +147,35 @@ def _session(path: Path, providers: list[tuple[str, dict[str, Any]]], threads: i
         raise WeightsError(f"{path}: onnxruntime cannot load it: {e}") from e
 
 
-def load_engine(weights_dir: Path, card: ModelCard, provider_preference: str, threads: int, model_file: str = "capsnet.onnx",
+def load_engine(weights_dir: Path, card: ModelCard, provider_preference: str, threads: int, precision: str = "fp32",
                 busy_threads: int = 0) -> Engine:
-    """`threads` for a lone batch (0: onnxruntime's default, one per physical core); `busy_threads` (0: the same)
+    """`precision`: auto, fp32 or int8 (card.choose_precision), resolved for the device the providers put the model on;
+    `threads` for a lone batch (0: onnxruntime's default, one per physical core); `busy_threads` (0: the same)
     for batches run while other requests wait, on a second session of the same file (on the CPU only)."""
     providers = choose_providers(provider_preference)
+    wanted = providers[0][0]
+    chosen = choose_precision(card, precision, device_of(wanted))
+    model_file = model_file_for(card, chosen)
+    capsnet = _session(weights_dir / model_file, providers, threads)
+    placed = capsnet.get_providers()[0]
+    if placed != wanted:
+        log.warning("asked for %s, but onnxruntime placed the model on %s", wanted, placed)
+        # onnxruntime-gpu offers CUDA even where libcudart or the driver is missing, then runs on the CPU: there auto
+        # means the CPU's choice, not the GPU's
+        again = choose_precision(card, precision, device_of(placed))
+        if again != chosen:
+            log.warning("precision auto on %s: serving %s rather than %s", device_of(placed), again, chosen)
+            chosen, model_file = again, model_file_for(card, again)
+            capsnet = _session(weights_dir / model_file, providers, threads)
     engine = Engine(
-        capsnet=_session(weights_dir / model_file, providers, threads),
+        capsnet=capsnet,
         decoder=_session(weights_dir / "decoder.onnx", providers, threads),
         card=card,
         model_file=model_file,
+        precision=chosen,
     )
     if busy_threads and busy_threads != threads and engine.provider == "CPUExecutionProvider":
         engine.capsnet_busy = _session(weights_dir / model_file, providers, busy_threads)
-    wanted = providers[0][0]
-    if engine.provider != wanted:
-        log.warning("asked for %s, but onnxruntime placed the model on %s", wanted, engine.provider)
     log.info("model %s %s (%s, %s) on %s (session providers %s); intra-op threads %s alone, %s under load", card.name, card.version,
              model_file, engine.precision, engine.provider, engine.capsnet.get_providers(), threads or "one per core",
              busy_threads if engine.capsnet_busy is not None else "the same")

@@ -26,6 +26,7 @@ class AppState:
     engine: Engine | None = None
     batcher: Batcher | None = None
     decode_pool: DecodePool | None = None
+    atlas: dict | None = None  # weights/dimensions.json when it was measured on this model (routers/dimensions.py)
     ready: bool = False
 
     @property

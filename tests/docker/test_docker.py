@@ -171,7 +171,7 @@ def test_compose_file_matches_the_compose_specification():
 def test_compose_has_no_version_and_both_services():
     compose = load_compose()
     assert "version" not in compose, "top-level `version` is obsolete in the Compose Specification"
-    assert set(compose["services"]) == {"capsnet", "capsnet-cpu"}
+    assert set(compose["services"]) == {"capsnet", "capsnet-cpu", "triton", "capsnet-front"}
 
 
 def test_compose_gpu_service_is_the_default_and_reserves_one_nvidia_gpu():
@@ -225,6 +225,37 @@ def test_compose_service_runtime_policy(name):
     graceful_s = float(interpolation_default(env["CAPSNET_GRACEFUL_TIMEOUT_S"]))
     assert graceful_s < grace_s, "uvicorn must finish draining before Docker sends SIGKILL"
     assert interpolation_default(env["CAPSNET_CORS_ORIGINS"]) == "", "CORS closed by default"
+
+
+def test_compose_triton_profile_serves_the_repository_on_the_gpu():
+    compose = load_compose()
+    triton = compose["services"]["triton"]
+    assert triton["profiles"] == ["triton"]
+    assert re.fullmatch(r"nvcr\.io/nvidia/tritonserver:2[56]\.\d\d-py3", triton["image"])
+    assert triton["command"][:2] == ["tritonserver", "--model-repository=/models"]
+    mounts = dict(v.rsplit(":", 1)[0].split(":", 1) for v in triton["volumes"])
+    assert mounts == {"./deploy/triton/model_repository": "/models", "./weights": "/weights"}, "tests/deploy: the links resolve there"
+    assert all(v.endswith(":ro") for v in triton["volumes"])
+    assert (REPO / "deploy" / "triton" / "model_repository" / "capsnet" / "config.pbtxt").is_file()
+    assert triton["deploy"]["resources"]["reservations"]["devices"] == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
+    assert triton["healthcheck"]["test"][-1] == "http://localhost:8000/v2/health/ready"
+    host_ports = [p.split(":")[0] for s in compose["services"].values() for p in s.get("ports", [])]
+    assert len(host_ports) - len(set(host_ports)) == 1, "only capsnet and capsnet-cpu share a host port (one or the other)"
+    assert {p.split(":")[1] for p in triton["ports"]} == {"8000", "8001", "8002"}
+
+
+def test_compose_front_is_pointed_at_triton():
+    compose = load_compose()
+    front = compose["services"]["capsnet-front"]
+    assert front["profiles"] == ["triton"] and "deploy" not in front, "the front needs no GPU"
+    assert front["build"] == compose["services"]["capsnet-cpu"]["build"]
+    assert front["environment"]["CAPSNET_ENGINE_URL"] == "http://triton:8000"
+    assert front["depends_on"] == {"triton": {"condition": "service_healthy"}}
+    env = {k: interpolation_default(v) for k, v in front["environment"].items()}
+    fields = {k.removeprefix("CAPSNET_").lower() for k in env}
+    settings = _settings_from_env(env)
+    assert fields <= set(settings), f"unknown settings: {sorted(fields - set(settings))}"
+    assert settings["engine_url"] == "http://triton:8000"
 
 
 def _settings_from_env(env: dict[str, str]) -> dict:

@@ -15,7 +15,7 @@ def test_the_service_computes_the_errors_the_rule_was_calibrated_on():
     rng = np.random.default_rng(0)
     images = (rng.random((6, 28, 28)) < 0.15).astype(np.float32)
     card = load_card(WEIGHTS)
-    engine = load_engine(WEIGHTS, card, "cpu", 1, "capsnet.onnx")
+    engine = load_engine(WEIGHTS, card, "cpu", 1, "fp32")
     out = engine.predict(images[:, None])
     lengths, errors = features(WEIGHTS, "capsnet.onnx", images)
     win = out["lengths"].argmax(1)

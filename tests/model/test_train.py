@@ -72,3 +72,21 @@ def test_weight_average_is_checkpointed_and_the_better_weights_are_marked(tmp_pa
     state = train(parse_args(["--data", str(data), "--out", str(out), "--epochs", "2", "--batch-size", "8", "--threads", "1",
                               "--ema-decay", "0.5", "--resume", str(out / "last.pt")]))
     assert state["epoch"] == 2 and "ema" not in state
+
+
+def test_device_is_cuda_when_torch_sees_a_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert parse_args([]).device == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert parse_args([]).device == "cpu"
+    assert parse_args(["--device", "cuda:1"]).device == "cuda:1"
+
+
+def test_training_puts_the_model_and_its_average_on_the_device_asked_for(tmp_path):
+    data = _data(tmp_path, 16)
+    args = parse_args(["--data", str(data), "--out", str(tmp_path / "ckpt"), "--epochs", "1", "--batch-size", "8", "--threads", "1",
+                       "--device", "cpu"])
+    train(args)
+    ckpt = torch.load(tmp_path / "ckpt" / "last.pt", weights_only=False)
+    assert ckpt["args"]["device"] == "cpu"
+    assert {t.device.type for t in [*ckpt["model"].values(), *ckpt["ema"].values()]} == {"cpu"}

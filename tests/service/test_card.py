@@ -7,7 +7,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.card import ModelCard, WeightsError, choose_model_file, load_card
+from service.card import ModelCard, WeightsError, choose_model_file, choose_precision, load_card
 from service.settings import Settings
 from tests.conftest import WEIGHTS
 
@@ -31,6 +31,17 @@ def test_precision_choice():
     assert choose_model_file(bad, "auto") == "capsnet.onnx"
     assert choose_model_file(bad, "int8") == "capsnet-int8.onnx"
     assert choose_model_file(good, "fp32") == "capsnet.onnx"
+
+
+def test_auto_serves_int8_on_the_cpu_only():
+    """INT8 QDQ convolutions under the CUDA provider run as dequantise + FP32, slower than the FP32 file: auto means FP32 there."""
+    good = ModelCard({"int8": {"file": "capsnet-int8.onnx", "meets_bars": True}})
+    assert choose_precision(good, "auto", "CPU") == "int8"
+    assert choose_precision(good, "auto", "GPU") == "fp32"
+    assert choose_model_file(good, "auto", "GPU") == "capsnet.onnx"
+    assert choose_precision(good, "int8", "GPU") == "int8"  # pinned: served as asked, wherever
+    with pytest.raises(ValueError, match="unknown precision"):
+        choose_precision(good, "fp16", "CPU")
 
 
 @pytest.mark.skipif("int8" not in CARD, reason="the committed model card lists no INT8 model")

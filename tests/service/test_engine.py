@@ -5,8 +5,10 @@ import logging
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
+import service.engine as engine_module
 from service.card import load_card
 from service.engine import CUDA_OPTIONS, batches_in_flight, choose_providers, load_engine
 
@@ -60,3 +62,44 @@ def test_under_load_a_second_session_with_fewer_threads_gives_the_same_answers()
         assert np.allclose(alone[k], busy[k], atol=1e-5), k
     assert load_engine(WEIGHTS, card, "cpu", threads=1, busy_threads=1).capsnet_busy is None  # same threads: one session
     assert engine.warm_up(1) > 0  # ms per image on the busy session, which sets the batches in flight
+
+
+class _PlacedAsAsked:
+    """A stand-in session that runs where it is asked to, as onnxruntime-gpu does on a machine with a working GPU."""
+
+    def __init__(self, path: Path, providers: list[tuple[str, dict]], threads: int) -> None:
+        self.path, self._providers = path, [name for name, _ in providers]
+
+    def get_providers(self) -> list[str]:
+        return self._providers
+
+
+@pytest.mark.parametrize(("available", "file", "precision", "device"), [
+    (["CUDAExecutionProvider", "CPUExecutionProvider"], "capsnet.onnx", "fp32", "GPU"),
+    (["CPUExecutionProvider"], "capsnet-int8.onnx", "int8", "CPU"),
+])
+def test_auto_precision_follows_the_providers(monkeypatch, available, file, precision, device):
+    card = load_card(WEIGHTS)
+    assert card.raw["int8"]["meets_bars"], "the committed card's INT8 file met its bars: auto serves it on the CPU"
+    monkeypatch.setattr(ort, "get_available_providers", lambda: available)
+    monkeypatch.setattr(engine_module, "_session", _PlacedAsAsked)
+    engine = load_engine(WEIGHTS, card, "cuda,cpu", 1, "auto")
+    assert (engine.model_file, engine.precision, engine.device) == (file, precision, device)
+    assert engine.capsnet.path.name == file
+
+
+@pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider'")
+def test_auto_precision_follows_where_the_model_actually_runs(monkeypatch, caplog):
+    """onnxruntime-gpu lists CUDA even without a usable GPU and then runs on the CPU: auto takes the CPU's file."""
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    with caplog.at_level(logging.WARNING, logger="capsnet.engine"):
+        engine = load_engine(WEIGHTS, load_card(WEIGHTS), "cuda,cpu", 1, "auto")  # this onnxruntime has no CUDA: placed on the CPU
+    assert (engine.device, engine.precision, engine.model_file) == ("CPU", "int8", "capsnet-int8.onnx")
+    assert "serving int8 rather than fp32" in caplog.text
+
+
+def test_the_precision_is_stored_not_read_off_the_file_name():
+    card = load_card(WEIGHTS)
+    assert load_engine(WEIGHTS, card, "cpu", 1, "fp32").precision == "fp32"
+    engine = load_engine(WEIGHTS, card, "cpu", 1, "int8")
+    assert (engine.precision, engine.model_file) == ("int8", card.raw["int8"]["file"])

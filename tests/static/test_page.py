@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import math
 import os
 import re
@@ -821,3 +822,34 @@ def test_verdict_screenshots(browser: Any, base_url: str, width: int, height: in
     finally:
         context.close()
     watch.check()
+
+
+def test_sliders_and_figure_rows_name_what_each_dimension_does(page: Any) -> None:
+    """The measured atlas (GET /dimensions) labels the selected capsule's 16 sliders and Figure 4's rows, and follows
+    the selection."""
+    atlas = json.loads(urllib.request.urlopen(page.url.rstrip("/") + "/dimensions").read())
+
+    def expected(k: int) -> list[str]:
+        out = []
+        for info in atlas["digits"][k]["dims"]:
+            if info["label"] == "local":
+                out.append("local")
+            else:
+                v = info["effect_per_0.1"]
+                unit = "%" if info["unit"] == "%" else " " + info["unit"]
+                out.append(f"{info['label']} {'+' if v >= 0 else chr(0x2212)}{abs(v):.1f}{unit} per +0.1")
+        return out
+
+    draw(page, ONE)
+    wait_predicted(page, 1)
+    wait_settled(page)
+    for k in (1, 3):
+        if k != 1:
+            page.get_by_test_id("capsule-select").select_option(str(k))
+        want = expected(k)
+        page.wait_for_function("(t) => document.querySelector('[data-testid=\"pose-label-0\"]').textContent === t", arg=want[0], timeout=WAIT_MS)
+        assert [page.get_by_test_id(f"pose-label-{d}").text_content() for d in range(16)] == want
+        labelled = [d for d, info in enumerate(atlas["digits"][k]["dims"]) if info["label"] != "local"]
+        for d in labelled:
+            expect(page.locator(f"#figure-row-{d}")).to_have_text(f"{d + 1} {atlas['digits'][k]['dims'][d]['label']}")
+    assert any(t != "local" for t in expected(1) + expected(3)), "the atlas names no dimension of capsules 1 and 3"

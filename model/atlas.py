@@ -1,0 +1,145 @@
+"""The dimension atlas: what each of the 160 pose dimensions does to the decoder's image, measured.
+
+For every digit capsule k and pose dimension d, d is swept over the paper's range (-0.25..0.25, step 0.05) on the
+poses of many real MNIST test digits of class k, each pose is decoded, and each image is measured (Morpho-MNIST's
+kind of measures, Castro et al. 2019, computed here from image moments: ink, stroke thickness, width, height,
+slant, and the centroid's x and y). A measure's effect is its least-squares slope against the shift, per +0.1, in
+the measure's own units and in standard deviations of that measure over class k's real test digits (at least 1 px for
+the centroid, which MNIST's centring pins). A dimension
+is labelled by the measure it moves most in standard deviations when that measure dominates (at least
+`--dominance` times the next one of another kind: ink and thickness move together) and the sweep moves it monotonically, in the recorded direction, for at least
+`--monotonic` of the poses; otherwise `local`, the paper's "localised part". So a label is a claim the committed
+figures back, and tests/model/test_atlas.py checks it again on the decoder.
+
+`python -m model.atlas` writes weights/dimensions.json (served by GET /dimensions, shown on the page's sliders).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from model.data import load_mnist
+
+log = logging.getLogger("capsnet.atlas")
+
+DELTAS = np.round(np.arange(-0.25, 0.2501, 0.05), 2)  # the paper's Figure 4 range
+MEASURES = ("ink", "thickness", "width", "height", "slant", "x", "y")
+# MNIST is centred by mass, so its digits' centroids hardly vary (0.3 px): a shift is standardised against at least 1 px,
+# what a reader sees move, or every small translation would outrank a real change of shape.
+SPREAD_FLOOR = {"x": 1.0, "y": 1.0}
+FAMILY = {"ink": "ink", "thickness": "ink"}
+UNITS = {"ink": "of the ink", "thickness": "px", "width": "px", "height": "px", "slant": "deg", "x": "px", "y": "px"}
+
+
+def measure(images: np.ndarray) -> dict[str, np.ndarray]:
+    """images [..., S, S] in [0,1] -> each measure [...]: ink (sum), thickness (ink over its length, the length taken
+    from the second moments' major axis), width and height (4 standard deviations of the ink along x and y, 95%
+    of a uniform stroke's extent), slant (degrees the major axis leans right of vertical), centroid x and y (px)."""
+    s = images.shape[-1]
+    ink = images.sum((-2, -1))
+    w = np.maximum(ink, 1e-6)
+    coords = np.arange(s, dtype=np.float64)
+    cx = (images.sum(-2) * coords).sum(-1) / w
+    cy = (images.sum(-1) * coords).sum(-1) / w
+    dx = coords - cx[..., None]
+    dy = coords - cy[..., None]
+    vxx = (images.sum(-2) * dx**2).sum(-1) / w
+    vyy = (images.sum(-1) * dy**2).sum(-1) / w
+    vxy = (images * dy[..., :, None] * dx[..., None, :]).sum((-2, -1)) / w
+    major = np.sqrt(np.maximum((vxx + vyy) / 2 + np.sqrt(((vxx - vyy) / 2) ** 2 + vxy**2), 1e-6))
+    return {
+        "ink": ink, "thickness": ink / (4 * major), "width": 4 * np.sqrt(vxx), "height": 4 * np.sqrt(vyy),
+        "slant": np.degrees(np.arctan2(-vxy, vyy)), "x": cx, "y": cy,
+    }
+
+
+def sweep(decoder, digit: int, poses: np.ndarray, dim: int) -> np.ndarray:
+    """poses [N,16] of capsule `digit` with dimension `dim` shifted by each delta -> images [N, len(DELTAS), S, S]."""
+    n, d = poses.shape
+    shifted = np.repeat(poses[:, None], len(DELTAS), 1).astype(np.float32)
+    shifted[:, :, dim] += DELTAS.astype(np.float32)
+    out = decoder.run(["reconstruction"], {"digit": np.full(n * len(DELTAS), digit, np.int64), "pose": shifted.reshape(-1, d)})[0]
+    return out.reshape(n, len(DELTAS), *out.shape[-2:])
+
+
+def monotonic_share(values: np.ndarray, direction: int) -> float:
+    """Share of rows [N, len(DELTAS)] that never step against `direction` by more than noise (1% of their range)."""
+    steps = np.diff(values, axis=1) * direction
+    tolerance = 0.01 * np.maximum(np.ptp(values, axis=1, keepdims=True), 1e-9)
+    return float((steps >= -tolerance).all(1).mean())
+
+
+def describe(decoder, digit: int, poses: np.ndarray, spread: dict[str, float], dominance: float, monotonic: float) -> list[dict]:
+    dims = []
+    for d in range(poses.shape[1]):
+        m = measure(sweep(decoder, digit, poses, d).astype(np.float64))
+        centred = DELTAS - DELTAS.mean()
+        slopes = {k: (m[k] - m[k].mean(1, keepdims=True)) @ centred / (centred @ centred) * 0.1 for k in MEASURES}  # per +0.1, per pose
+        raw = {k: float(np.median(v)) for k, v in slopes.items()}
+        standard = {k: raw[k] / spread[k] for k in MEASURES}
+        order = sorted(MEASURES, key=lambda k: -abs(standard[k]))
+        top = order[0]
+        # ink and thickness move together (thicker strokes are more ink): the runner-up is the best of another kind
+        second = next(k for k in order[1:] if FAMILY.get(k, k) != FAMILY.get(top, top))
+        direction = 1 if raw[top] > 0 else -1
+        mono = monotonic_share(m[top], direction)
+        consistency = float((np.sign(slopes[top]) == direction).mean())
+        label = top if abs(standard[top]) >= dominance * abs(standard[second]) and mono >= monotonic else "local"
+        dims.append({"dim": d, "label": label, "measure": top, "direction": direction,
+                     "effect_per_0.1": round(raw[top] * (100 if top == "ink" else 1) / (m["ink"].mean() if top == "ink" else 1), 3),
+                     "unit": "%" if top == "ink" else UNITS[top], "standardised_per_0.1": round(standard[top], 3),
+                     "runner_up": second, "runner_up_standardised_per_0.1": round(standard[second], 3),
+                     "consistency": round(consistency, 3), "monotonic": round(mono, 3),
+                     "effects_standardised_per_0.1": {k: round(v, 3) for k, v in standard.items()}})
+    return dims
+
+
+def build(weights: Path, data: Path, per_class: int, dominance: float, monotonic: float) -> dict:
+    import onnxruntime as ort
+
+    card = json.loads((weights / "model-card.json").read_text())
+    capsnet = ort.InferenceSession(str(weights / "capsnet.onnx"), providers=["CPUExecutionProvider"])
+    decoder = ort.InferenceSession(str(weights / "decoder.onnx"), providers=["CPUExecutionProvider"])
+    images, labels = load_mnist(data, "test")
+    x = (images / np.float32(255.0)).astype(np.float32)
+    classes = []
+    for k in tqdm(range(card["architecture"]["num_classes"]), desc="digit capsules"):
+        own = x[labels == k]
+        lengths, poses = capsnet.run(["lengths", "poses"], {"image": own[:, None]})
+        right = lengths.argmax(1) == k
+        chosen = poses[right, k][:per_class]
+        m = measure(own[right].astype(np.float64))
+        spread = {name: max(float(np.std(v)), SPREAD_FLOOR.get(name, 0.0)) for name, v in m.items()}
+        classes.append({"digit": k, "poses": len(chosen), "spread": {n: round(v, 4) for n, v in spread.items()},
+                        "dims": describe(decoder, k, chosen, spread, dominance, monotonic)})
+    counts: dict[str, int] = {}
+    for c in classes:
+        for d in c["dims"]:
+            counts[d["label"]] = counts.get(d["label"], 0) + 1
+    return {"model_version": card["version"], "deltas": DELTAS.tolist(), "measures": list(MEASURES), "units": UNITS,
+            "rule": {"dominance": dominance, "monotonic": monotonic, "poses_per_digit": per_class},
+            "method": __doc__.split("\n\n")[1].replace("\n", " "), "label_counts": dict(sorted(counts.items())), "digits": classes}
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--data", default="../shared/data/mnist", help="directory holding MNIST's IDX files")
+    p.add_argument("--weights", default="weights", help="directory holding the ONNX files and model-card.json")
+    p.add_argument("--per-class", type=int, default=200, help="test digits of each class whose poses are swept")
+    p.add_argument("--dominance", type=float, default=1.5, help="how many times the next measure's effect the labelled one must have")
+    p.add_argument("--monotonic", type=float, default=0.7, help="share of poses the sweep must move monotonically for a label")
+    p.add_argument("--out", default="weights/dimensions.json", help="where the atlas goes")
+    args = p.parse_args(argv)
+    atlas = build(Path(args.weights), Path(args.data), args.per_class, args.dominance, args.monotonic)
+    Path(args.out).write_text(json.dumps(atlas, indent=1) + "\n")
+    log.info("labels: %s", atlas["label_counts"])
+
+
+if __name__ == "__main__":
+    main()

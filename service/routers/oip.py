@@ -1,0 +1,330 @@
+"""The Open Inference Protocol (KServe v2, Triton's HTTP/REST API) for both graphs, `capsnet` and `decoder`.
+
+Why: a client written for Triton or KServe (tritonclient, KServe's own) talks to this service unchanged, and the same
+client code serves both while the models move to Triton (deploy/triton serves the same two graphs under the same names).
+The tensors are the graphs' own inputs and outputs, fed as they are, with no image preprocessing: this is the engine,
+as Triton runs it. `capsnet` goes through the same batcher as /predict (same batches, queue limit, 503 when full) and
+answers only the graph's outputs, not the service's counterfactuals; `decoder` runs in a thread as /reconstruct does.
+
+Besides the core protocol: Triton's model configuration (`.../config`) and statistics (`.../stats`) extensions and the
+binary tensor data extension (service/oip.py). Errors on these routes are the protocol's `{"error": message}` with the
+status Triton gives (400 invalid, 404 unknown model or version, 503 loading or overloaded); the rest of the service
+keeps its own error body. A method a path does not take, or a path under /v2 that is none of these, is still answered
+by the service's own 405 and 404.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Annotated, Any
+from weakref import WeakKeyDictionary
+
+import numpy as np
+import onnxruntime as ort
+from anyio import to_thread
+from fastapi import APIRouter, Path, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.batcher import InferenceFailed, Overloaded
+from service.body import read_limited
+from service.errors import ClientError
+from service.oip import HEADER_LENGTH, InferRequest, ModelSpec, OIPError, bad, decompress, encode_response, parse_request, triton_config
+from service.oip_stats import ModelStats, Phases
+from service.schemas import (
+    InferenceRequest,
+    InferenceResponse,
+    ModelMetadata,
+    ModelStatistics,
+    OIPErrorBody,
+    ServerMetadata,
+    TritonModelConfig,
+)
+from service.state import AppState, StateDep
+
+log = logging.getLogger("capsnet.oip")
+
+VERSION = "1"  # the one version of each model, as in deploy/triton's repository (capsnet/1, decoder/1)
+MODELS = ("capsnet", "decoder")
+EXTENSIONS = ["binary_tensor_data", "model_configuration", "statistics"]
+# Documented as the names there are (a generated client, or schemathesis, then sends real ones); not validated as an
+# enum, so that another name is the protocol's 404, not a 422
+ModelName = Annotated[str, Path(description="capsnet or decoder", json_schema_extra={"enum": list(MODELS)})]
+ModelVersion = Annotated[str, Path(description=f"the only version, {VERSION}", json_schema_extra={"enum": [VERSION]})]
+
+
+# ---- errors: the protocol's body on these routes ----
+
+def _classify(exc: Exception) -> tuple[int, str, dict[str, str] | None]:
+    """(status, message, headers) as Triton maps its error kinds: invalid argument 400, not found 404, unavailable 503."""
+    if isinstance(exc, OIPError):
+        return exc.status, exc.message, exc.headers
+    if isinstance(exc, Overloaded):
+        return 503, str(exc), {"Retry-After": str(exc.retry_after_s)}
+    if isinstance(exc, ClientError):  # the body reader's: too large, bad Content-Length, a client gone; NotReady
+        return (503, exc.detail, exc.headers or {"Retry-After": "1"}) if exc.status == 503 else (400, exc.detail, exc.headers)
+    if isinstance(exc, RequestValidationError):
+        first = (exc.errors() or [{"msg": "invalid request"}])[0]
+        return 400, str(first.get("msg")), None
+    if isinstance(exc, StarletteHTTPException):
+        return exc.status_code, str(exc.detail), getattr(exc, "headers", None)
+    ident = uuid.uuid4().hex[:12]
+    if isinstance(exc, InferenceFailed):
+        log.error("inference failed, id %s: %s", ident, exc)
+        return 500, f"the model failed on this request; quote id {ident}", None
+    log.exception("unexpected error on the Open Inference Protocol, id %s", ident)
+    return 500, f"unexpected server error; quote id {ident}", None
+
+
+class OIPRoute(APIRoute):
+    """A route whose failures are answered in the protocol's own error body, whatever raised them."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+
+        async def answered(request: Request) -> Response:
+            try:
+                return await handle(request)
+            except Exception as e:  # noqa: BLE001 - every failure gets the protocol's body; unexpected ones are logged
+                status, message, headers = _classify(e)
+                return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+        return answered
+
+
+router = APIRouter(tags=["open inference protocol"], route_class=OIPRoute)
+ERRORS = {400: {"model": OIPErrorBody, "description": "invalid request: unknown input or output, wrong shape, datatype or byte size"},
+          404: {"model": OIPErrorBody, "description": "unknown model or version"},
+          503: {"model": OIPErrorBody, "description": "the model is loading, or its queue is full; see Retry-After"}}
+NOT_FOUND = {404: ERRORS[404]}
+
+
+# ---- the models ----
+
+def decoder_max_batch(state: AppState) -> int:
+    """Most decoder rows in one request: the most the service itself decodes at once (ten counterfactuals for each image
+    of a full batch, or a whole /perturb grid); the same rule as deploy/triton's max_batch_size for the decoder."""
+    card, s = state.card, state.settings
+    return max(card.num_classes * s.max_batch, card.digit_dim * s.max_deltas)
+
+
+def _known(name: str, version: str) -> None:
+    if name not in MODELS:
+        raise OIPError(404, f"Request for unknown model: '{name}' is not found")
+    if version not in ("", VERSION):
+        raise OIPError(404, f"Request for unknown model: '{name}' version {version} is not found")
+
+
+def _model(state: AppState, name: str, version: str) -> ModelSpec:
+    """The model's signature, read from its onnxruntime session (right by construction): 404, then 503 until loaded."""
+    _known(name, version)
+    engine = state.engine
+    if not state.ready or engine is None:
+        raise OIPError(503, f"model '{name}' is loading; retry shortly", {"Retry-After": "1"})
+    if name == "capsnet":
+        return _signature(name, engine.capsnet, state.settings.max_batch)
+    return _signature(name, engine.decoder, decoder_max_batch(state))
+
+
+_SIGNATURES: WeakKeyDictionary[ort.InferenceSession, ModelSpec] = WeakKeyDictionary()
+
+
+def _signature(name: str, session: ort.InferenceSession, max_batch: int) -> ModelSpec:
+    """Read once per session (16 us a time, on the event loop of every request), forgotten with the session."""
+    spec = _SIGNATURES.get(session)
+    if spec is None or (spec.name, spec.max_batch) != (name, max_batch):
+        spec = _SIGNATURES[session] = ModelSpec.of(name, session, max_batch)
+    return spec
+
+
+def _stats(request: Request) -> dict[str, ModelStats]:
+    """This app's counters, made on first use (they belong to the app, as its Prometheus registry does)."""
+    stats = getattr(request.app.state, "oip_stats", None)
+    if stats is None:
+        stats = request.app.state.oip_stats = {name: ModelStats() for name in MODELS}
+    return stats
+
+
+async def _run_capsnet(state: AppState, req: InferRequest) -> dict[str, np.ndarray]:
+    return await state.batcher.submit(req.inputs["image"], state.settings.request_timeout_s)
+
+
+async def _run_decoder(state: AppState, req: InferRequest) -> dict[str, np.ndarray]:
+    digits, k = req.inputs["digit"], state.card.num_classes
+    if digits.min() < 0 or digits.max() >= k:  # the graph would silently decode an all-zero mask
+        raise bad(f"input 'digit': values must be digit capsules 0-{k - 1}")
+    return {"reconstruction": await to_thread.run_sync(state.engine.reconstruct, digits, req.inputs["pose"])}
+
+
+RUN: dict[str, Callable[[AppState, InferRequest], Awaitable[dict[str, np.ndarray]]]] = {"capsnet": _run_capsnet, "decoder": _run_decoder}
+
+
+# ---- server ----
+
+@router.get("/v2", response_model=ServerMetadata, summary="Server metadata: name, version, protocol extensions")
+async def server_metadata(request: Request) -> JSONResponse:
+    return JSONResponse({"name": request.app.title, "version": request.app.version, "extensions": EXTENSIONS})
+
+
+router.add_api_route("/v2/", server_metadata, methods=["GET"], include_in_schema=False)  # the spec's spelling; tritonclient asks /v2
+
+
+@router.get("/v2/health/live", response_class=Response, summary="Server live: the process answers (200, no body)")
+async def server_live() -> Response:
+    return Response()
+
+
+@router.get("/v2/health/ready", response_class=Response, responses={503: ERRORS[503]},
+            summary="Server ready: every model loaded and warm (200, no body); 503 before")
+async def server_ready(state: StateDep) -> Response:
+    if not state.ready:
+        raise OIPError(503, "the models are loading; retry shortly", {"Retry-After": "1"})
+    return Response()
+
+
+@router.get("/v2/models/stats", response_model=ModelStatistics, summary="Inference statistics of every model (Triton's extension)")
+async def all_stats(request: Request) -> JSONResponse:
+    return JSONResponse({"model_stats": [s.as_json(name, VERSION) for name, s in _stats(request).items()]})
+
+
+# ---- one model: each endpoint with and without the version ----
+
+def _metadata(state: AppState, name: str, version: str) -> JSONResponse:
+    return JSONResponse(_model(state, name, version).metadata(VERSION))
+
+
+def _ready(state: AppState, name: str, version: str) -> Response:
+    _model(state, name, version)
+    return Response()
+
+
+def _config(state: AppState, name: str, version: str) -> JSONResponse:
+    model, engine, s = _model(state, name, version), state.engine, state.settings
+    kind = "KIND_GPU" if engine.device == "GPU" else "KIND_CPU"
+    if name == "capsnet":
+        return JSONResponse(triton_config(model, engine.model_file, kind, state.batcher.workers, round(s.max_wait_ms * 1000)))
+    return JSONResponse(triton_config(model, "decoder.onnx", kind, 1, None))
+
+
+def _model_stats(request: Request, name: str, version: str) -> JSONResponse:
+    _known(name, version)
+    return JSONResponse({"model_stats": [_stats(request)[name].as_json(name, VERSION)]})
+
+
+async def _infer(request: Request, state: AppState, name: str, version: str) -> Response:
+    model = _model(state, name, version)
+    stats = _stats(request)[name]
+    start = time.perf_counter_ns()
+    try:
+        response, batch, phases = await _serve(request, state, model, start)
+    except Exception:
+        stats.failed(time.perf_counter_ns() - start)
+        raise
+    stats.succeeded(batch, phases)
+    return response
+
+
+async def _serve(request: Request, state: AppState, model: ModelSpec, start: int) -> tuple[Response, int, Phases]:
+    """Read and check the tensors, run the model, encode what was asked for; with the time each phase took."""
+    s = state.settings
+    body = decompress(await read_limited(request, s.max_body_bytes), request.headers.get("content-encoding"), s.max_body_bytes)
+    req = parse_request(model, body, request.headers.get(HEADER_LENGTH), s.max_json_depth)
+    read = time.perf_counter_ns()
+    out = await RUN[model.name](state, req)
+    ran = time.perf_counter_ns()
+    content, header_length = encode_response(model.name, VERSION, req.id, [(t, out[t.name], binary) for t, binary in req.outputs])
+    if header_length is None:
+        response: Response = Response(content, media_type="application/json")
+    else:
+        response = Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(header_length)})
+    return response, req.batch, Phases(read - start, ran - read, time.perf_counter_ns() - ran)
+
+
+def _inline(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic schema with its `$defs` written in place: a request body in openapi_extra cannot point at them."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            return walk(defs[ref.rsplit("/", 1)[-1]]) if ref.startswith("#/$defs/") else {k: walk(v) for k, v in node.items()}
+        return [walk(v) for v in node] if isinstance(node, list) else node
+
+    return walk(schema)
+
+
+BINARY = {"schema": {"type": "string", "format": "binary"}}
+INFER_DOC = {
+    "parameters": [{"name": HEADER_LENGTH, "in": "header", "required": False, "schema": {"type": "integer", "minimum": 0},
+                    "description": "binary tensor data extension: the JSON header's length in bytes; the inputs' raw little-endian "
+                                   "bytes follow it, in input order (parameters.binary_data_size each)"}],
+    "requestBody": {"required": True, "content": {"application/json": {"schema": _inline(InferenceRequest.model_json_schema())},
+                                                  "application/octet-stream": BINARY}},
+}
+INFER_RESPONSES = {200: {"description": "the outputs; with any output in binary, a JSON header of Inference-Header-Content-Length bytes "
+                                        "and then their bytes", "content": {"application/octet-stream": BINARY}}, **ERRORS}
+
+
+@router.get("/v2/models/{model_name}", response_model=ModelMetadata, responses=ERRORS, summary="Model metadata: inputs and outputs")
+async def model_metadata(model_name: ModelName, state: StateDep) -> JSONResponse:
+    return _metadata(state, model_name, "")
+
+
+@router.get("/v2/models/{model_name}/versions/{model_version}", response_model=ModelMetadata, responses=ERRORS,
+            summary="Model metadata of one version")
+async def model_version_metadata(model_name: ModelName, model_version: ModelVersion, state: StateDep) -> JSONResponse:
+    return _metadata(state, model_name, model_version)
+
+
+@router.get("/v2/models/{model_name}/ready", response_class=Response, responses=ERRORS, summary="Model ready (200, no body)")
+async def model_ready(model_name: ModelName, state: StateDep) -> Response:
+    return _ready(state, model_name, "")
+
+
+@router.get("/v2/models/{model_name}/versions/{model_version}/ready", response_class=Response, responses=ERRORS,
+            summary="Model version ready (200, no body)")
+async def model_version_ready(model_name: ModelName, model_version: ModelVersion, state: StateDep) -> Response:
+    return _ready(state, model_name, model_version)
+
+
+@router.get("/v2/models/{model_name}/config", response_model=TritonModelConfig, responses=ERRORS,
+            summary="Triton's model configuration (model_config.proto as JSON)")
+async def model_config(model_name: ModelName, state: StateDep) -> JSONResponse:
+    return _config(state, model_name, "")
+
+
+@router.get("/v2/models/{model_name}/versions/{model_version}/config", response_model=TritonModelConfig, responses=ERRORS,
+            summary="Triton's model configuration of one version")
+async def model_version_config(model_name: ModelName, model_version: ModelVersion, state: StateDep) -> JSONResponse:
+    return _config(state, model_name, model_version)
+
+
+@router.get("/v2/models/{model_name}/stats", response_model=ModelStatistics, responses=NOT_FOUND,
+            summary="Inference statistics of one model (Triton's statistics extension)")
+async def model_stats(request: Request, model_name: ModelName) -> JSONResponse:
+    return _model_stats(request, model_name, "")
+
+
+@router.get("/v2/models/{model_name}/versions/{model_version}/stats", response_model=ModelStatistics, responses=NOT_FOUND,
+            summary="Inference statistics of one model version")
+async def model_version_stats(request: Request, model_name: ModelName, model_version: ModelVersion) -> JSONResponse:
+    return _model_stats(request, model_name, model_version)
+
+
+@router.post("/v2/models/{model_name}/infer", response_model=InferenceResponse, responses=INFER_RESPONSES, openapi_extra=INFER_DOC,
+             summary="Inference: JSON tensors or the binary tensor data extension")
+async def infer(request: Request, model_name: ModelName, state: StateDep) -> Response:
+    """`capsnet`: `image` FP32 [N,1,28,28] (N <= CAPSNET_MAX_BATCH) -> `lengths`, `poses`, `reconstruction`, `coupling`;
+    `decoder`: `digit` INT64 [N] and `pose` FP32 [N,16] -> `reconstruction`. Any media type (tritonclient sends none):
+    the `Inference-Header-Content-Length` header says whether binary tensor data follows the JSON."""
+    return await _infer(request, state, model_name, "")
+
+
+@router.post("/v2/models/{model_name}/versions/{model_version}/infer", response_model=InferenceResponse, responses=INFER_RESPONSES,
+             openapi_extra=INFER_DOC, summary="Inference on one model version")
+async def infer_version(request: Request, model_name: ModelName, model_version: ModelVersion, state: StateDep) -> Response:
+    return await _infer(request, state, model_name, model_version)

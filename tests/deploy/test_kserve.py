@@ -1,0 +1,132 @@
+"""The KServe manifests: the InferenceService against the KServe CRD's own schema with unknown fields forbidden, the
+front's Deployment, Service and HorizontalPodAutoscaler against Kubernetes' schemas (kubernetes-validate, strict)."""
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from service.settings import Settings
+from tests.conftest import REPO
+
+KSERVE = REPO / "deploy" / "kserve"
+ISVC_SCHEMA = REPO.parent / "shared" / "schemas" / "kserve-inferenceservice-v1beta1.json"
+# the oldest Kubernetes these manifests are meant for, and the newest schemas kubernetes-validate ships
+K8S_VERSIONS = ["1.30", kubernetes_validate.latest_version()]
+
+
+def _docs(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((KSERVE / name).read_text()) if d]
+
+
+def strict(schema: Any) -> Any:
+    """The schema with `additionalProperties: false` wherever it lists `properties`, except where Kubernetes keeps
+    unknown fields (x-kubernetes-preserve-unknown-fields): a CRD schema allows any extra key, so a misspelt one
+    (storageURI) would pass and be dropped silently by the API server."""
+    if isinstance(schema, list):
+        return [strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    if "properties" in out:
+        out["properties"] = {k: strict(v) for k, v in out["properties"].items()}  # keys are field names, not keywords
+        if not out.get("x-kubernetes-preserve-unknown-fields"):
+            out.setdefault("additionalProperties", False)
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(out.get(key), dict):
+            out[key] = strict(out[key])
+    for key in ("anyOf", "allOf", "oneOf"):
+        if key in out:
+            out[key] = strict(out[key])
+    return out
+
+
+@pytest.fixture(scope="module")
+def isvc_validator() -> jsonschema.Draft7Validator:
+    if not ISVC_SCHEMA.is_file():
+        pytest.skip(f"KServe InferenceService schema not found at {ISVC_SCHEMA}")
+    return jsonschema.Draft7Validator(strict(json.loads(ISVC_SCHEMA.read_text())))
+
+
+def _errors(validator: jsonschema.Draft7Validator, doc: dict) -> list[str]:
+    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def _isvc() -> dict[str, Any]:
+    (doc,) = _docs("inferenceservice.yaml")
+    return doc
+
+
+def test_inference_service_matches_the_kserve_schema_with_no_unknown_fields(isvc_validator):
+    doc = _isvc()
+    assert (doc["apiVersion"], doc["kind"]) == ("serving.kserve.io/v1beta1", "InferenceService")
+    assert not _errors(isvc_validator, doc), "\n".join(_errors(isvc_validator, doc))
+
+
+def test_a_misspelt_key_is_caught(isvc_validator):
+    doc = copy.deepcopy(_isvc())
+    model = doc["spec"]["predictor"]["model"]
+    model["storageURI"] = model.pop("storageUri")
+    assert any("storageURI" in e for e in _errors(isvc_validator, doc))
+    # ...which the schema as published lets through
+    assert not list(jsonschema.Draft7Validator(json.loads(ISVC_SCHEMA.read_text())).iter_errors(doc))
+
+
+def test_the_status_stays_open(isvc_validator):
+    """status is x-kubernetes-preserve-unknown-fields: the strict schema must not close it."""
+    doc = copy.deepcopy(_isvc()) | {"status": {"anything": {"the": "controller writes"}}}
+    assert not _errors(isvc_validator, doc)
+
+
+def test_the_predictor_is_triton_on_one_gpu_serving_onnx():
+    predictor = _isvc()["spec"]["predictor"]
+    model = predictor["model"]
+    assert model["modelFormat"]["name"] == "onnx" and model["runtime"] == "kserve-tritonserver"
+    assert model["storageUri"].startswith(("s3://", "gs://", "pvc://", "https://"))
+    for part in ("requests", "limits"):
+        assert model["resources"][part]["nvidia.com/gpu"] == "1"
+    assert 1 <= predictor["minReplicas"] <= predictor["maxReplicas"]
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_the_front_objects_are_valid_kubernetes(version):
+    docs = _docs("front.yaml")
+    assert [d["kind"] for d in docs] == ["Deployment", "Service", "HorizontalPodAutoscaler"]
+    for doc in docs:
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_strict_kubernetes_validation_catches_a_misspelt_key():
+    deployment = copy.deepcopy(_docs("front.yaml")[0])
+    deployment["spec"]["template"]["spec"]["containers"][0]["imagePullpolicy"] = "Always"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, K8S_VERSIONS[-1], strict=True)
+
+
+def test_the_front_points_at_the_predictor_and_scales_on_cpu():
+    deployment, service, hpa = _docs("front.yaml")
+    isvc = _isvc()
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    host = f"{isvc['metadata']['name']}-predictor.{isvc['metadata']['namespace']}.svc.cluster.local"
+    assert env["CAPSNET_ENGINE_URL"] == f"http://{host}"
+    settings = Settings.model_fields
+    assert {k.removeprefix("CAPSNET_").lower() for k in env} <= set(settings), "every variable is a setting of the service"
+    assert container["ports"][0]["containerPort"] == settings["port"].default
+    assert {p["path"] for p in (container["readinessProbe"]["httpGet"], container["livenessProbe"]["httpGet"])} == {"/readyz", "/healthz"}
+    assert container["resources"]["requests"]["cpu"], "CPU utilisation is measured against the request"
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"]}
+    assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
+    assert {d["metadata"]["namespace"] for d in (deployment, service, hpa, isvc)} == {"capsnet"}
+
+
+def test_every_manifest_is_tested():
+    assert sorted(p.name for p in KSERVE.iterdir()) == ["front.yaml", "inferenceservice.yaml"]
