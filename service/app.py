@@ -14,15 +14,16 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from PIL import Image
 
-from service.batcher import Batcher
+from service.batcher import Batcher, EngineUnavailable
 from service.card import WeightsError, load_card, verify_files
-from service.engine import batches_in_flight, load_engine
+from service.engine import Engine, batches_in_flight, load_engine
 from service.errors import install_handlers
 from service.metrics import Metrics
 from service.middleware import EdgeMiddleware
+from service.remote import REMOTE_WORKERS, RemoteEngine, connect_engine
 from service.routers import decode, dimensions, oip, ops, page, predict
-from service.settings import Settings, get_settings
 from service.routers.dimensions import load_atlas
+from service.settings import Settings, get_settings
 from service.state import AppState
 from service.uploads import DecodePool
 
@@ -46,17 +47,27 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     s = state.settings
     try:
         card = await to_thread.run_sync(load_card, s.weights_dir)
-        # every file the card lists, not only those in use: a weights directory that differs from its card is not served
-        await to_thread.run_sync(verify_files, s.weights_dir, card, sorted(card.raw["files"]))
-        engine = await to_thread.run_sync(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, s.precision,
-                                             s.intra_op_threads_busy)
-    except (WeightsError, ValueError) as e:
+        if s.engine_url:
+            # the models run elsewhere: only the card (sizes, is_digit rule, version) is read here, and checked against
+            # the engine's metadata; the ONNX files need not be on this machine
+            engine: Engine | RemoteEngine = await to_thread.run_sync(connect_engine, s.engine_url, card, s.engine_timeout_s,
+                                                                     s.engine_start_timeout_s)
+        else:
+            # every file the card lists, not only those in use: a weights directory that differs from its card is not served
+            await to_thread.run_sync(verify_files, s.weights_dir, card, sorted(card.raw["files"]))
+            engine = await to_thread.run_sync(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, s.precision,
+                                              s.intra_op_threads_busy)
+    except (WeightsError, ValueError, EngineUnavailable) as e:
         log.error("cannot start: %s", e)
         raise
     ms_per_image = await to_thread.run_sync(engine.warm_up, s.warmup_runs)
     state.engine = engine
     state.atlas = load_atlas(state)
-    workers = s.workers or (batches_in_flight(ms_per_image, len(os.sched_getaffinity(0))) if engine.capsnet_busy is not None else 1)
+    if isinstance(engine, RemoteEngine):
+        # two batches on the wire at once: one travels while the engine runs the other (the engine batches again itself)
+        workers = s.workers or REMOTE_WORKERS
+    else:
+        workers = s.workers or (batches_in_flight(ms_per_image, len(os.sched_getaffinity(0))) if engine.capsnet_busy is not None else 1)
     state.batcher = Batcher(engine.predict, s.max_batch, s.max_wait_ms / 1000.0, s.max_queue, state.metrics.observe_batch, workers,
                             in_flight=lambda: state.metrics.in_flight)
     state.batcher.start()

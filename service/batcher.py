@@ -32,6 +32,11 @@ class Overloaded(Exception):
         self.retry_after_s = retry_after_s
 
 
+class EngineUnavailable(Overloaded):
+    """The remote engine (CAPSNET_ENGINE_URL) cannot be reached, timed out, or answered 5xx: a 503 with Retry-After,
+    since the request itself was fine and may succeed once the engine is back (service/remote.py)."""
+
+
 class InferenceFailed(Exception):
     """The model raised on a batch; every request in it gets a 500 with this id."""
 
@@ -185,6 +190,8 @@ class Batcher:
 
     @staticmethod
     def _fail(live: list[_Job], error: Exception) -> None:
+        # the engine being away is the engine's state, not this request's fault: it stays a 503 (EngineUnavailable)
+        failure = error if isinstance(error, EngineUnavailable) else InferenceFailed(str(error))
         for j in live:
             if not j.future.done():
-                j.future.set_exception(InferenceFailed(str(error)))
+                j.future.set_exception(failure)

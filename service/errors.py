@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
-from service.batcher import InferenceFailed, Overloaded
+from service.batcher import EngineUnavailable, InferenceFailed, Overloaded
 
 log = logging.getLogger("capsnet.errors")
 T = TypeVar("T")
@@ -97,6 +97,11 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(Overloaded)
     async def _overloaded(_: Request, exc: Overloaded) -> JSONResponse:
         return json_error(503, "overloaded", str(exc), headers={"Retry-After": str(exc.retry_after_s)})
+
+    @app.exception_handler(EngineUnavailable)
+    async def _engine(_: Request, exc: EngineUnavailable) -> JSONResponse:
+        log.warning("engine unavailable: %s", exc)
+        return json_error(503, "engine_unavailable", str(exc), headers={"Retry-After": str(exc.retry_after_s)})
 
     @app.exception_handler(InferenceFailed)
     async def _failed(_: Request, exc: InferenceFailed) -> JSONResponse:

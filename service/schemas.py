@@ -182,6 +182,7 @@ class ServedModel(BaseModel):
     model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
         "name": "capsnet-mnist", "version": "12ep-1a2b3c4d", "provider": "CPUExecutionProvider", "device": "CPU", "precision": "int8",
         "model_file": "capsnet-int8.onnx", "session_providers": ["CPUExecutionProvider"], "available_providers": ["CPUExecutionProvider"],
+        "engine": {"kind": "local"},
         "input_spec": {"name": "image", "type": "tensor(float)", "shape": [None, 1, 28, 28]},
         "limits": {"max_body_bytes": 16777216, "max_image_pixels": 16000000, "max_batch_items": 64, "max_deltas": MAX_DELTAS,
                    "max_abs_pose": MAX_ABS_POSE, "max_json_depth": 32, "request_timeout_s": 10.0},
@@ -198,6 +199,8 @@ class ServedModel(BaseModel):
     model_file: str = Field(description="the capsnet ONNX file being served")
     session_providers: list[str]
     available_providers: list[str] = Field(description="what this onnxruntime build offers")
+    engine: dict[str, Any] = Field(description='where the models run: {"kind": "local"}, or with CAPSNET_ENGINE_URL '
+                                               '{"kind": "remote", "url", "server": the engine\'s GET /v2}')
     input_spec: InputSpec
     limits: Limits
     batching: Batching
@@ -211,6 +214,7 @@ class Ready(BaseModel):
     status: str = Field(examples=["ready"])
     provider: str | None = Field(None, examples=["CPUExecutionProvider"])
     device: str | None = Field(None, examples=["CPU"])
+    engine: str | None = Field(None, description="the remote engine's URL, with CAPSNET_ENGINE_URL (provider `remote`)")
 
 
 ERRORS = {

@@ -24,7 +24,9 @@ class Settings(BaseSettings):
 
     precision: Literal["auto", "fp32", "int8"] = Field("auto", description="capsnet model: fp32, int8, or auto (on the CPU, int8 when the model card says it met both bars: no more than 0.05 points of accuracy lost, faster, no non-finite output; on CUDA, fp32)")
     providers: str = Field("cuda,cpu", description="execution providers in order of preference: cuda, cpu")
-    engine_url: str | None = Field(None, description="base URL of an Open Inference Protocol server (Triton, KServe) to run the models instead of this process, e.g. http://triton:8000 (declared for the remote engine, not read yet: the models still run in process)")
+    engine_url: str | None = Field(None, description="base URL of an Open Inference Protocol server (Triton, KServe, another instance of this service) that runs both models instead of this process, e.g. http://triton:8000 (service/remote.py)")
+    engine_timeout_s: float = Field(10.0, gt=0, description="with engine_url: connect and network timeout of each call to the engine (then 503 engine_unavailable)")
+    engine_start_timeout_s: float = Field(120.0, ge=0, description="with engine_url: how long start-up waits for the engine to be ready before the process exits (0: forever)")
     intra_op_threads: int = Field(0, ge=0, description="onnxruntime intra-op threads for a batch run while no other request is in flight (0: one per physical core)")
     intra_op_threads_busy: int = Field(1, ge=0, description="intra-op threads for a batch run while other requests are in flight, so the event loop keeps a core (0: as intra_op_threads)")
 

@@ -11,6 +11,7 @@ from service.card import ModelCard
 from service.engine import Engine
 from service.errors import ClientError
 from service.metrics import Metrics
+from service.remote import RemoteEngine
 from service.settings import Settings
 from service.uploads import DecodePool
 
@@ -23,7 +24,7 @@ class NotReady(ClientError):
 class AppState:
     settings: Settings
     metrics: Metrics
-    engine: Engine | None = None
+    engine: Engine | RemoteEngine | None = None  # RemoteEngine with CAPSNET_ENGINE_URL (service/remote.py)
     batcher: Batcher | None = None
     decode_pool: DecodePool | None = None
     atlas: dict | None = None  # weights/dimensions.json when it was measured on this model (routers/dimensions.py)

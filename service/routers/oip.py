@@ -35,6 +35,7 @@ from service.body import read_limited
 from service.errors import ClientError
 from service.oip import HEADER_LENGTH, InferRequest, ModelSpec, OIPError, bad, decompress, encode_response, parse_request, triton_config
 from service.oip_stats import ModelStats, Phases
+from service.remote import RemoteEngine
 from service.schemas import (
     InferenceRequest,
     InferenceResponse,
@@ -183,6 +184,8 @@ async def server_live() -> Response:
 async def server_ready(state: StateDep) -> Response:
     if not state.ready:
         raise OIPError(503, "the models are loading; retry shortly", {"Retry-After": "1"})
+    if isinstance(state.engine, RemoteEngine) and not await to_thread.run_sync(state.engine.ready):
+        raise OIPError(503, f"the engine at {state.engine.url} is not ready", {"Retry-After": "1"})  # as /readyz: the models are there
     return Response()
 
 

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import onnxruntime as ort
+from anyio import to_thread
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from service.remote import RemoteEngine
 from service.schemas import ErrorBody, Health, Ready, ServedModel
 from service.state import ReadyDep, StateDep
 
@@ -20,9 +22,16 @@ async def healthz() -> dict:
 @router.get("/readyz", response_model=Ready, responses={503: {"model": Ready, "description": "still loading or warming up"}},
             summary="Ready: sessions loaded and warmed")
 async def readyz(state: StateDep) -> JSONResponse:
-    if not state.ready or state.engine is None:
+    engine = state.engine
+    if not state.ready or engine is None:
         return JSONResponse({"status": "loading", "provider": None, "device": None}, status_code=503, headers={"Retry-After": "1"})
-    return JSONResponse({"status": "ready", "provider": state.engine.provider, "device": state.engine.device})
+    if isinstance(engine, RemoteEngine):
+        # ready only while the engine is: its health is checked at most once a second (the check blocks, hence the thread)
+        body = {"provider": engine.provider, "device": engine.device, "engine": engine.url}
+        if not await to_thread.run_sync(engine.ready):
+            return JSONResponse({"status": "engine_unavailable", **body}, status_code=503, headers={"Retry-After": "1"})
+        return JSONResponse({"status": "ready", **body})
+    return JSONResponse({"status": "ready", "provider": engine.provider, "device": engine.device})
 
 
 @router.get("/model", response_model=ServedModel, summary="The model card, the active execution provider and the input spec",
@@ -38,6 +47,7 @@ async def model(state: ReadyDep) -> JSONResponse:
         "model_file": engine.model_file,
         "session_providers": engine.capsnet.get_providers(),
         "available_providers": ort.get_available_providers(),
+        "engine": engine.describe() if isinstance(engine, RemoteEngine) else {"kind": "local"},
         "input_spec": {"name": inp.name, "type": inp.type, "shape": [d if isinstance(d, int) else None for d in inp.shape]},
         "limits": {"max_body_bytes": s.max_body_bytes, "max_image_pixels": s.max_image_pixels, "max_batch_items": s.max_batch_items,
                    "max_deltas": s.max_deltas, "max_abs_pose": s.max_abs_pose, "max_json_depth": s.max_json_depth,
