@@ -2,6 +2,7 @@
 /predict now makes, and how long /healthz waits while the heaviest legal uploads are processed."""
 from __future__ import annotations
 
+import io
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -17,8 +18,6 @@ from bench.server import Server
 
 
 def _encode(im: Image.Image, fmt: str, **kw: int) -> bytes:
-    import io
-
     buf = io.BytesIO()
     im.save(buf, fmt, **kw)
     return buf.getvalue()

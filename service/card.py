@@ -1,6 +1,7 @@
 """The model card that travels with the ONNX files: the service's one source of model constants."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -66,7 +67,7 @@ class ModelCard:
     def primary_channels(self) -> int:
         return int(self.raw["architecture"]["primary_channels"])
 
-    @property
+    @functools.cached_property  # read on every /predict answer
     def digit_rule(self) -> DigitRule:
         rule = self.raw["is_digit"]["rule"]
         return DigitRule(float(rule["blank_ink_below"]), float(rule["min_length"]), float(rule["max_recon_error"]))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,20 @@ def recon_error(images: np.ndarray, recon: np.ndarray) -> np.ndarray:
     redraw, 1 as far off as an empty image. model/calibrate.py states the same definition in the model card."""
     ink = np.maximum(np.square(images).sum((-2, -1)), 1.0)
     return np.square(recon - images[:, None]).sum((-2, -1)) / ink[:, None]
+
+
+def counterfactuals(reconstruct: Callable[[np.ndarray, np.ndarray], np.ndarray], images: np.ndarray,
+                    poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The decoder (`reconstruct`: digits [M], poses [M,16] -> [M,1,S,S]) on every digit capsule's own pose, in one call
+    per batch, and how far each redraw is from the input: images [N,10,S,S] and errors [N,10].
+
+    Why: a digit the network has really seen is redrawn well by its capsule and badly by the others; an input no
+    capsule can redraw is not a digit (the paper's Figure 3; Frosst, Sabour & Hinton's DARCCC). What the ten decoder
+    runs per image cost: BENCHMARKS.md, Real input."""
+    n, k, dim = poses.shape
+    digits = np.tile(np.arange(k, dtype=np.int64), n)
+    recon = reconstruct(digits, poses.reshape(n * k, dim)).reshape(n, k, *images.shape[-2:])
+    return recon, recon_error(images[:, 0], recon)
 
 
 def device_of(provider: str) -> str:
@@ -76,20 +91,8 @@ class Engine:
         against 1.50 ms for two: the second thread's hand-offs cost more than they save on two cores)."""
         session = self.capsnet_busy if busy and self.capsnet_busy is not None else self.capsnet
         out = dict(zip(OUTPUTS, session.run(list(OUTPUTS), {"image": images})))
-        out["counterfactuals"], out["recon_errors"] = self.counterfactuals(images, out["poses"])
+        out["counterfactuals"], out["recon_errors"] = counterfactuals(self.reconstruct, images, out["poses"])
         return out
-
-    def counterfactuals(self, images: np.ndarray, poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The decoder on every digit capsule's own pose, and how far each image is from the input.
-
-        Why: a digit the network has really seen is redrawn well by its capsule and badly by the others; an input
-        no capsule can redraw is not a digit (the paper's Figure 3; Frosst, Sabour & Hinton's DARCCC). Ten decoder
-        runs per image cost ~14M multiply-adds, about 7% of the network itself (BENCHMARKS.md).
-        Returns images [N,10,S,S] and errors [N,10] (recon_error: squared error over the input's sum of squares)."""
-        n, k, dim = poses.shape
-        digits = np.tile(np.arange(k, dtype=np.int64), n)
-        recon = self.reconstruct(digits, poses.reshape(n * k, dim)).reshape(n, k, *images.shape[-2:])
-        return recon, recon_error(images[:, 0], recon)
 
     def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:
         """digits int64 [N], poses float32 [N,16] -> [N,1,S,S]."""

@@ -84,11 +84,6 @@ def load_pixels(im: Image.Image, max_side: int) -> tuple[np.ndarray, np.ndarray 
     return _to_array(im)
 
 
-def decode_image(data: bytes, max_pixels: int, max_side: int = 1 << 30) -> tuple[np.ndarray, np.ndarray | None]:
-    """open_image and load_pixels in one call."""
-    return load_pixels(open_image(data, max_pixels), max_side)
-
-
 def _has_alpha(im: Image.Image) -> bool:
     return im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info)
 

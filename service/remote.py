@@ -1,7 +1,7 @@
 """The models run on another Open Inference Protocol (v2) server: Triton, KServe, or a second instance of this service.
 
 Why: the front (page, uploads, preprocessing, is_digit, the REST API) scales on CPU while the graphs run where the
-GPU is. `RemoteEngine` offers what the routes and the batcher use of `service.engine.Engine` (predict, counterfactuals,
+GPU is. `RemoteEngine` offers what the routes and the batcher use of `service.engine.Engine` (predict,
 reconstruct, warm_up, card, provider, device, precision, model_file, and `capsnet` / `decoder` objects answering the
 onnxruntime session calls the routes make: get_inputs, get_outputs, get_providers), so nothing above it changes.
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from service.batcher import EngineUnavailable
 from service.card import ModelCard
-from service.engine import OUTPUTS, recon_error
+from service.engine import OUTPUTS, counterfactuals
 
 log = logging.getLogger("capsnet.remote")
 
@@ -227,15 +227,8 @@ class RemoteEngine:
     def predict(self, images: np.ndarray, busy: bool = False) -> dict[str, np.ndarray]:
         """As Engine.predict: capsnet on the engine, then the counterfactuals on its decoder. `busy` means nothing here."""
         out = self._infer("capsnet", [("image", "FP32", np.ascontiguousarray(images, np.float32))], list(OUTPUTS))
-        out["counterfactuals"], out["recon_errors"] = self.counterfactuals(images, out["poses"])
+        out["counterfactuals"], out["recon_errors"] = counterfactuals(self.reconstruct, images, out["poses"])
         return out
-
-    def counterfactuals(self, images: np.ndarray, poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """As Engine.counterfactuals: every digit capsule's own pose through the remote decoder, one call per batch."""
-        n, k, dim = poses.shape
-        digits = np.tile(np.arange(k, dtype=np.int64), n)
-        recon = self.reconstruct(digits, poses.reshape(n * k, dim)).reshape(n, k, *images.shape[-2:])
-        return recon, recon_error(images[:, 0], recon)
 
     def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:
         """digits int64 [N], poses float32 [N,16] -> [N,1,S,S]. `digit` goes as [N,1], which both Triton (dims [1], reshaped)
