@@ -98,6 +98,8 @@ COPY --from=builder /opt/venv /opt/venv
 # Code and assets stay owned by root: the service only reads them.
 WORKDIR /app
 COPY service/ service/
+# the one piece of model/ the service runs: the affine transforms /probe applies (numpy and OpenCV, no torch)
+COPY model/__init__.py model/affine.py model/
 COPY static/ static/
 COPY templates/ templates/
 COPY weights/ weights/

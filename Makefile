@@ -11,7 +11,7 @@ CHECKPOINT ?= checkpoints/best.pt
 SERVE_REQS := requirements/serve.txt requirements/ort-cpu.txt
 DEV_REQS   := $(SERVE_REQS) requirements/train.txt requirements/test.txt
 
-.PHONY: install run test train resume evaluate export quantize calibrate atlas bench clean
+.PHONY: install run test train resume evaluate export quantize calibrate atlas routing baseline robustness bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,15 @@ calibrate: $(VENV)/.dev-installed  ## the is_digit rule from MNIST -> weights/mo
 
 atlas: $(VENV)/.dev-installed  ## what each pose dimension does, measured -> weights/dimensions.json (GET /dimensions, the sliders' names)
 	$(BIN)/python -m model.atlas --data $(DATA)
+
+routing: $(VENV)/.dev-installed  ## routing unrolled past the trained 3 iterations -> weights/routing.onnx (?include=routing; export runs it too)
+	$(BIN)/python -m model.routing
+
+baseline: $(VENV)/.dev-installed  ## the comparison CNN, trained like CapsNet -> weights/baseline-cnn.onnx (for `make robustness`)
+	$(BIN)/python -m model.baseline --data $(DATA)
+
+robustness: $(VENV)/.dev-installed  ## CapsNet vs the baseline CNN under rotation, scale, shear -> model card + docs/robustness.png
+	$(BIN)/python -m model.robustness --data $(DATA)
 
 bench: $(VENV)/.dev-installed  ## benchmarks -> bench/results/*.json and BENCHMARKS.md
 	$(BIN)/python -m bench

@@ -1,4 +1,4 @@
-"""`python -m bench [--only roofline model profile service soak realinput]`: run, write JSON, render BENCHMARKS.md."""
+"""`python -m bench [--only roofline model profile service soak realinput insight]`: run, write JSON, render BENCHMARKS.md."""
 from __future__ import annotations
 
 import argparse
@@ -7,10 +7,10 @@ import logging
 import time
 from pathlib import Path
 
-from bench import model, profile, realinput, report, roofline, service, soak, system
+from bench import insight, model, profile, realinput, report, roofline, service, soak, system
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = ("roofline", "model", "profile", "service", "soak", "realinput")
+PARTS = ("roofline", "model", "profile", "service", "soak", "realinput", "insight")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> None:
         write("soak", soak.measure(args.soak_seconds))
     if "realinput" in args.only:
         write("realinput", realinput.measure(args.weights, args.seconds))
+    if "insight" in args.only:
+        write("insight", insight.measure(args.weights, args.seconds))
     (ROOT / "BENCHMARKS.md").write_text(report.render(args.results))
     logging.info("wrote %s", ROOT / "BENCHMARKS.md")
 

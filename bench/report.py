@@ -128,6 +128,15 @@ def render(results_dir: Path) -> str:
                   "", f"`/healthz` while {h['uploads']} PNGs of 4000x4000 RGBA pixels ({h['upload_bytes']} bytes each) are posted at once: "
                   f"{h['healthz_probes']} probes, p50 {h['healthz_p50_ms']} ms, worst **{h['healthz_max_ms']} ms**; uploads answered "
                   f"{h['statuses']} in {h['upload_ms']} ms."]
+    seen = load("insight")
+    if seen:
+        parts += ["", "## Routing inspector and probe", "", "The network with the `primary` output (the routing trace's input, fetched on "
+                  "every /predict) against without it, and the trace itself (routing.onnx, one thread) with its answer, in process:", "",
+                  _table(["model", "batch", "network ms before", "network ms now", "trace ms", "answer ms"],
+                         [[r["precision"], r["batch"], r["network_ms_before"], r["network_ms_now"], r.get("trace_ms", ""), r.get("describe_ms", "")]
+                          for r in seen["in_process"]]), "",
+                  "The page's requests one at a time on an idle server (a 28x28 PNG digit; INT8 on the CPU):", "",
+                  _table(["request", "p50 ms", "p95 ms", "answer bytes"], [[r["request"], r["p50_ms"], r["p95_ms"], r["bytes"]] for r in seen["page_requests"]])]
     notes = results_dir / "NOTES.md"
     if notes.exists():
         parts += ["", notes.read_text().strip()]

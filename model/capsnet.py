@@ -2,7 +2,7 @@
 
     image [B,1,28,28]
       -> Conv1 256@9x9 ReLU                     [B,256,20,20]
-      -> PrimaryCaps 32 x 8-D @9x9 stride 2     [B,1152,8]      (1152 = 32 channels x 6 x 6)
+      -> PrimaryCaps 32 x 8-D @9x9 stride 2     [B,1152,8]      (1152 = 32 channels x 6 x 6; output `primary`)
       -> DigitCaps 10 x 16-D, routing x3        [B,10,16]
       -> lengths                                [B,10]
       -> decoder on the masked DigitCaps        [B,1,28,28]
@@ -18,6 +18,7 @@ Deviations from the paper, stated here and in the model card:
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 import torch
@@ -104,25 +105,39 @@ class DigitCaps(nn.Module):
 
     def forward(self, u: Tensor) -> tuple[Tensor, Tensor]:
         """u [B,1152,8] -> v [B,10,16] and the final coupling coefficients c [B,10,1152]."""
+        for v, c in self.route(self.predictions(u), self.cfg.routing_iterations):
+            pass
+        return v, c
+
+    def predictions(self, u: Tensor) -> Tensor:
+        """u [B,1152,8] -> u_hat [B,10,1152,16]: what each child i predicts for each parent j."""
         c = self.cfg
         n, parents, children, dim = u.shape[0], c.num_classes, c.num_primary, c.digit_dim
         # u_hat_j|i = u_i W_ij for every pair, as one batched matmul over the children i
         # (an einsum here ran 13x slower in onnxruntime than this MatMul)
         u_hat = torch.matmul(u.transpose(0, 1), self.W)  # [1152,B,8] @ [1152,8,160] -> [1152,B,160]
         # contiguous per parent, so that routing is two batched matmuls
-        u_hat = u_hat.view(children, n, parents, dim).permute(1, 2, 0, 3).contiguous()  # [B,10,1152,16]
+        return u_hat.view(children, n, parents, dim).permute(1, 2, 0, 3).contiguous()  # [B,10,1152,16]
+
+    def route(self, u_hat: Tensor, iterations: int) -> Iterator[tuple[Tensor, Tensor]]:
+        """Dynamic routing (the paper's Procedure 1): yields v [B,10,16] and the coupling c [B,10,1152] of each iteration,
+        so that model/routing.py can show every step while forward keeps the last."""
         u_hat_routing = u_hat.detach()  # see the module docstring: no gradient in inner iterations
-        b = torch.zeros(u.shape[0], self.cfg.num_classes, self.cfg.num_primary, device=u.device, dtype=u.dtype)  # [B,10,1152]
-        iterations = self.cfg.routing_iterations
+        b = torch.zeros(u_hat.shape[:3], device=u_hat.device, dtype=u_hat.dtype)  # [B,10,1152]
         for r in range(iterations):
             c = torch.softmax(b, dim=1)  # [B,10,1152]: each child i shares itself among the 10 parents
             last = r == iterations - 1
             uh = u_hat if last else u_hat_routing
             s = torch.matmul(c.unsqueeze(2), uh).squeeze(2)  # [B,10,1,1152] @ [B,10,1152,16] -> [B,10,16]
             v = squash(s)  # [B,10,16]
+            yield v, c
             if not last:
-                b = b + torch.matmul(uh, v.unsqueeze(-1)).squeeze(-1)  # agreement u_hat . v: [B,10,1152]
-        return v, c
+                b = b + agreement(uh, v)
+
+
+def agreement(u_hat: Tensor, v: Tensor) -> Tensor:
+    """u_hat [B,10,1152,16], v [B,10,16] -> u_hat_j|i . v_j [B,10,1152]: what routing adds to the logits b_ij."""
+    return torch.matmul(u_hat, v.unsqueeze(-1)).squeeze(-1)
 
 
 class Decoder(nn.Module):
@@ -164,7 +179,7 @@ class CapsNet(nn.Module):
         lengths = torch.sqrt((v * v).sum(-1) + 1e-12)  # [B,10]
         digit = target if target is not None else lengths.argmax(-1)
         recon = self.decoder(v, digit)  # [B,1,28,28]
-        return {"lengths": lengths, "poses": v, "reconstruction": recon, "coupling": c.transpose(1, 2)}
+        return {"lengths": lengths, "poses": v, "reconstruction": recon, "coupling": c.transpose(1, 2), "primary": u}
 
 
 def margin_loss(lengths: Tensor, target: Tensor, cfg: CapsNetConfig) -> Tensor:

@@ -3,9 +3,11 @@
 `python -m model.export --checkpoint checkpoints/best.pt` writes into `weights/`:
 - capsnet.onnx: image [N,1,28,28] float32 (0 background, 1 ink) -> lengths [N,10], poses [N,10,16],
   reconstruction [N,1,28,28] (decoder on the longest capsule), coupling [N,1152,10] (final c_ij,
-  primary capsule index = channel*36 + row*6 + col);
+  primary capsule index = channel*36 + row*6 + col)
+  and primary [N,1152,8] (the primary capsules, routing.onnx's input);
 - decoder.onnx: digit int64 [N], pose float32 [N,16] -> reconstruction [N,1,28,28];
-- model-card.json: sizes, recipe, every epoch, onnxruntime test accuracy, sha256 of both files.
+- routing.onnx: every routing iteration, unrolled past the trained 3 (model/routing.py);
+- model-card.json: sizes, recipe, every epoch, onnxruntime test accuracy, sha256 of every file.
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ log = logging.getLogger("capsnet.export")
 OPSET = 18
 MODEL_NAME = "capsnet-mnist"
 PARITY_ATOL = 1e-4
+# capsnet.onnx's outputs, in order; `primary` (the 1152 primary capsules) feeds routing.onnx (model/routing.py)
+OUTPUTS = ("lengths", "poses", "reconstruction", "coupling", "primary")
 DEVIATIONS = [
     "Routing iterations before the last use a detached u_hat: gradients reach W only through the final "
     "iteration (forward pass unchanged).",
@@ -46,9 +50,9 @@ DEVIATIONS = [
 class ExportedCapsNet(CapsNet):
     """The network with a positional, tuple-returning forward, as ONNX wants; parameter names unchanged."""
 
-    def forward(self, image: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # type: ignore[override]
+    def forward(self, image: Tensor) -> tuple[Tensor, ...]:  # type: ignore[override]
         o = super().forward(image)
-        return o["lengths"], o["poses"], o["reconstruction"], o["coupling"]
+        return tuple(o[name] for name in OUTPUTS)
 
 
 class ExportedDecoder(nn.Module):
@@ -94,7 +98,7 @@ def export_onnx(model: CapsNet, out_dir: Path) -> tuple[Path, Path]:
     full.load_state_dict(model.state_dict())
     full.eval()
     capsnet_path, decoder_path = out_dir / "capsnet.onnx", out_dir / "decoder.onnx"
-    _export(full, (torch.rand(2, 1, 28, 28),), capsnet_path, ["image"], ["lengths", "poses", "reconstruction", "coupling"])
+    _export(full, (torch.rand(2, 1, 28, 28),), capsnet_path, ["image"], list(OUTPUTS))
     dec = ExportedDecoder(full).eval()
     _export(dec, (torch.tensor([3, 5]), torch.rand(2, model.cfg.digit_dim)), decoder_path, ["digit", "pose"], ["reconstruction"])
     return capsnet_path, decoder_path
@@ -116,7 +120,7 @@ def check_parity(model: CapsNet, capsnet_path: Path, decoder_path: Path, batches
             digit = torch.randint(0, model.cfg.num_classes, (n,), generator=gen)
             pose = ref["poses"][torch.arange(n), digit]
             dref = model.decoder(ref["poses"], digit)
-        got = dict(zip(["lengths", "poses", "reconstruction", "coupling"], sess.run(None, {"image": x.numpy()})))
+        got = dict(zip(OUTPUTS, sess.run(list(OUTPUTS), {"image": x.numpy()})))
         got["decoder"] = dsess.run(None, {"digit": digit.numpy(), "pose": pose.numpy()})[0]
         ref = {k: v.numpy() for k, v in ref.items()} | {"decoder": dref.numpy()}
         for k in got:
@@ -162,6 +166,7 @@ def build_card(model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Pat
             "poses": ["N", cfg.num_classes, cfg.digit_dim],
             "reconstruction": ["N", 1, cfg.image_size, cfg.image_size],
             "coupling": ["N", cfg.num_primary, cfg.num_classes],
+            "primary": ["N", cfg.num_primary, cfg.primary_dim],
         },
         "coupling_index": "primary capsule i = channel * 36 + row * 6 + col (32 channels, 6x6 grid)",
         "digitcaps_weight_layout": "digit.W [1152, 8, 160]: W[i, :, 16*j:16*(j+1)] is the 8x16 W_ij, u_hat_j|i = u_i W_ij",
@@ -206,6 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data", default="../shared/data/mnist", help="MNIST directory for the test accuracy")
     p.add_argument("--no-eval", action="store_true", help="skip the test-set accuracy (card says null) and the INT8 model")
     p.add_argument("--no-int8", action="store_true", help="skip the INT8 model (model/quantize.py)")
+    p.add_argument("--routing-iterations", type=int, default=6, help="iterations routing.onnx unrolls (model/routing.py)")
     args = p.parse_args(argv)
 
     ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
@@ -237,6 +243,9 @@ def main(argv: list[str] | None = None) -> None:
         from model.quantize import run as quantize
 
         quantize(out, Path(args.data))
+    from model.routing import run as routing
+
+    routing(out, args.routing_iterations)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from service.middleware import EdgeMiddleware
 from service.remote import REMOTE_WORKERS, RemoteEngine, connect_engine
 from service.routers import decode, dimensions, oip, ops, page, predict
 from service.routers.dimensions import load_atlas
+from service.routing import load_tracer
 from service.settings import Settings, get_settings
 from service.state import AppState
 from service.uploads import DecodePool
@@ -57,12 +58,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await to_thread.run_sync(verify_files, s.weights_dir, card, sorted(card.raw["files"]))
             engine = await to_thread.run_sync(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, s.precision,
                                               s.intra_op_threads_busy)
+        routing = await to_thread.run_sync(load_tracer, s.weights_dir, card)
     except (WeightsError, ValueError, EngineUnavailable) as e:
         log.error("cannot start: %s", e)
         raise
     ms_per_image = await to_thread.run_sync(engine.warm_up, s.warmup_runs)
     state.engine = engine
     state.atlas = load_atlas(state)
+    state.routing = routing
     if isinstance(engine, RemoteEngine):
         # two batches on the wire at once: one travels while the engine runs the other (the engine batches again itself)
         workers = s.workers or REMOTE_WORKERS

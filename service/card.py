@@ -64,6 +64,10 @@ class ModelCard:
         return int(self.raw["architecture"]["primary_grid"])
 
     @property
+    def primary_dim(self) -> int:
+        return int(self.raw["architecture"]["primary_dim"])
+
+    @property
     def primary_channels(self) -> int:
         return int(self.raw["architecture"]["primary_channels"])
 

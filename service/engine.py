@@ -18,7 +18,8 @@ log = logging.getLogger("capsnet.engine")
 PROVIDER_NAMES = {"cuda": "CUDAExecutionProvider", "cpu": "CPUExecutionProvider"}
 # EXHAUSTIVE cuDNN search would make the first request (and every new batch shape) slow; HEURISTIC does not.
 CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC", "do_copy_in_default_stream": "1"}
-OUTPUTS = ("lengths", "poses", "reconstruction", "coupling")
+# `primary`: the 1152 primary capsules, which the routing inspector (service/routing.py) routes again, step by step
+OUTPUTS = ("lengths", "poses", "reconstruction", "coupling", "primary")
 
 
 def recon_error(images: np.ndarray, recon: np.ndarray) -> np.ndarray:

@@ -80,7 +80,7 @@ def expected_signatures(card: ModelCard) -> dict[str, dict[str, dict[str, tuple[
     return {
         "capsnet": {"inputs": {"image": image},
                     "outputs": {"lengths": ("FP32", (-1, k)), "poses": ("FP32", (-1, k, d)), "reconstruction": image,
-                                "coupling": ("FP32", (-1, p, k))}},
+                                "coupling": ("FP32", (-1, p, k)), "primary": ("FP32", (-1, p, card.primary_dim))}},
         "decoder": {"inputs": {"digit": ("INT64", (-1,)), "pose": ("FP32", (-1, d))}, "outputs": {"reconstruction": image}},
     }
 

@@ -8,7 +8,7 @@ card or a changed setting (CAPSNET_MAX_ABS_POSE, CAPSNET_MAX_DELTAS), with its o
 """
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -64,11 +64,67 @@ class Picture(BaseModel):
     pixels: list[list[float]] = Field(description="28 rows of 28 values in [0,1]")
 
 
+class Transform(BaseModel):
+    """An affine transform of the 28x28 input about its centre (model/affine.py): rotation, then shear, scale and shift."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rotate: float = Field(0.0, ge=-180, le=180, description="degrees, counter-clockwise as seen")
+    scale: float = Field(1.0, ge=0.25, le=4.0, description="1 keeps the size")
+    shear: float = Field(0.0, ge=-60, le=60, description="degrees; positive leans the top to the right")
+    tx: float = Field(0.0, ge=-14, le=14, description="pixels right")
+    ty: float = Field(0.0, ge=-14, le=14, description="pixels down")
+
+
+MAX_TRANSFORMS = 64
+
+
+class ProbeJSON(PredictJSON):
+    """One input (`image` or `pixels`, as /predict takes them) and the transforms to apply to what the network sees."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"pixels": [ROW] * 28, "transforms": [{"rotate": -30}, {}, {"rotate": 30}, {"scale": 0.8, "shear": 15}]}]})
+
+    transforms: list[Transform] = Field(min_length=1, max_length=MAX_TRANSFORMS,
+                                        description=f"1 to {MAX_TRANSFORMS} transforms; {{}} is the identity")
+
+
+class ProbeResult(BaseModel):
+    transform: Transform
+    prediction: int
+    lengths: list[float] = Field(description="[10] digit capsule lengths")
+    poses: list[list[float]] = Field(description="[10][16] digit capsule poses")
+    input: str = Field(description="base64 PNG: the transformed 28x28 image the network saw")
+
+
+class Probe(BaseModel):
+    input: Picture = Field(description="the 28x28 image before any transform (after preprocessing, for `image`)")
+    results: list[ProbeResult] = Field(description="one per transform, in the request's order")
+
+
 class ModelInfo(BaseModel):
     name: str = Field(examples=["capsnet-mnist"])
     version: str = Field(examples=["12ep-1a2b3c4d"])
     provider: str = Field(description="onnxruntime execution provider in use", examples=["CPUExecutionProvider"])
     precision: str = Field(description="fp32 or int8 (the convolutions)", examples=["fp32"])
+
+
+class RoutingIteration(BaseModel):
+    iteration: int = Field(description="1-based; iteration 1 has uniform coupling (b = 0)", ge=1)
+    lengths: list[float] = Field(description="[10] digit capsule lengths after this iteration")
+    coupling_grid: list[list[list[float]]] = Field(description="[10][6][6] coupling c_ij to each digit at each primary-capsule position "
+                                                               "(mean over the 32 types, or of `capsule_type`)")
+    agreement_grid: list[list[list[float]]] = Field(description="[10][6][6] agreement u_hat_j|i . v_j, what this iteration adds to the "
+                                                                "routing logits for the next")
+    coupling_range: list[float] = Field(description="[min, max] of coupling_grid", min_length=2, max_length=2)
+    agreement_range: list[float] = Field(description="[min, max] of agreement_grid", min_length=2, max_length=2)
+
+
+class Routing(BaseModel):
+    trained: int = Field(description="the routing iterations the model was trained with: the served prediction is that iteration's")
+    capsule_type: int | Literal["mean"] = Field(description="the primary capsule type (0-31) the grids show, or the mean over all 32")
+    uniform_coupling: float = Field(description="1/10: every coupling coefficient at iteration 1")
+    iterations: list[RoutingIteration]
 
 
 class Prediction(BaseModel):
@@ -88,6 +144,8 @@ class Prediction(BaseModel):
                                                                 "image from each digit capsule's own pose")
     coupling: list[list[float]] | None = Field(None, description="with ?include=coupling: c_ij [1152][10]; primary capsule i = channel*36 + row*6 + col")
     coupling_grid: list[list[list[float]]] | None = Field(None, description="with ?include=coupling: [10][6][6] mean c_ij over the 32 capsule types at each position")
+    routing: Routing | None = Field(None, description="with ?include=routing: every iteration of dynamic routing, run past the trained "
+                                                      "number (the model card's `routing` section says how many)")
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "prediction": 7, "lengths": [0.01, 0.02, 0.03, 0.02, 0.01, 0.02, 0.01, 0.97, 0.02, 0.05],

@@ -12,6 +12,7 @@ from service.engine import Engine
 from service.errors import ClientError
 from service.metrics import Metrics
 from service.remote import RemoteEngine
+from service.routing import Tracer
 from service.settings import Settings
 from service.uploads import DecodePool
 
@@ -27,6 +28,7 @@ class AppState:
     engine: Engine | RemoteEngine | None = None  # RemoteEngine with CAPSNET_ENGINE_URL (service/remote.py)
     batcher: Batcher | None = None
     decode_pool: DecodePool | None = None
+    routing: Tracer | None = None  # weights/routing.onnx, for ?include=routing (service/routing.py)
     atlas: dict | None = None  # weights/dimensions.json when it was measured on this model (routers/dimensions.py)
     ready: bool = False
 

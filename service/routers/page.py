@@ -23,5 +23,6 @@ async def index(request: Request, state: StateDep) -> HTMLResponse:
         "digit_dim": card.digit_dim if card else 16,
         "image_size": card.image_size if card else 28,
         "primary_grid": card.primary_grid if card else 6,
+        "primary_channels": card.primary_channels if card else 32,
     }
     return templates.TemplateResponse(request, "index.html", ctx)

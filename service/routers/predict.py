@@ -1,4 +1,5 @@
-"""POST /predict and /predict/batch: an image (or MNIST-like pixels) in, capsules out."""
+"""POST /predict and /predict/batch: an image (or MNIST-like pixels) in, capsules out; POST /probe: the same for
+transformed copies of what the network sees."""
 from __future__ import annotations
 
 from typing import Any, TypeVar
@@ -9,17 +10,27 @@ from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
+from model.affine import Affine, warp
 from service.body import MULTIPART, Body, BodyRoute, Upload
 from service.errors import Invalid, for_item
 from service.imaging import decode_base64, encode_png
 from service.multipart import file_parts
 from service.responses import FastJSON, picture, rounded
-from service.schemas import ERRORS, BatchPrediction, PredictBatchJSON, Prediction, PredictJSON
+from service.routing import NoRouting
+from service.schemas import ERRORS, BatchPrediction, ErrorBody, PredictBatchJSON, Prediction, PredictJSON, Probe, ProbeJSON
 from service.state import AppState, ReadyDep
 from service.uploads import to_inputs
 
 router = APIRouter(tags=["predict"], route_class=BodyRoute)
 M = TypeVar("M", bound=BaseModel)
+
+
+def _body_spec_json(json_model: type) -> dict:
+    # nested models point into components/schemas (the response schemas put them there), not at a $defs of their own
+    schema = json_model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema, "examples": {
+        f"example{i}": {"value": v} for i, v in enumerate(json_model.model_config.get("json_schema_extra", {}).get("examples", []))}}}}}
 
 
 def _body_spec(json_model: type, multiple: bool) -> dict:
@@ -80,7 +91,8 @@ async def _images(body: Body, state: AppState, batch: bool) -> np.ndarray:
     return await _preprocess_all([for_item(i, n, decode_base64, s, max_bytes) for i, s in enumerate(req.images)], state)
 
 
-def _result(out: dict[str, np.ndarray], i: int, image: np.ndarray, state: AppState, extras: set[str]) -> dict[str, Any]:
+def _result(out: dict[str, np.ndarray], i: int, image: np.ndarray, state: AppState, extras: set[str],
+            routing: tuple[dict[str, np.ndarray], int | None] | None = None) -> dict[str, Any]:
     card = state.card
     lengths, errors = out["lengths"][i], out["recon_errors"][i]
     blank, is_digit = card.digit_rule.judge(image, lengths, errors)
@@ -103,10 +115,34 @@ def _result(out: dict[str, np.ndarray], i: int, image: np.ndarray, state: AppSta
         if "coupling" in extras:
             r["coupling"] = rounded(c)
         r["coupling_grid"] = rounded(c.reshape(card.primary_channels, g, g, card.num_classes).mean(0).transpose(2, 0, 1))
+    if routing is not None:
+        assert state.routing is not None
+        r["routing"] = state.routing.describe(routing[0], i, routing[1])
     return r
 
 
-EXTRAS = {"coupling", "coupling_grid", "counterfactuals"}
+def _routing(request: Request, extras: set[str], state: AppState) -> int | None:
+    """The capsule type ?include=routing shows (None: the mean over types); checked before any work is done."""
+    value = request.query_params.get("routing_type")
+    if "routing" not in extras:
+        if value is not None:
+            raise Invalid("routing_type needs include=routing")
+        return None
+    if state.routing is None:
+        raise NoRouting(f"no routing trace for model {state.card.version}: run `python -m model.routing`")
+    return state.routing.capsule_type(value)
+
+
+async def _trace(out: dict[str, np.ndarray], extras: set[str], capsule_type: int | None,
+                 state: AppState) -> tuple[dict[str, np.ndarray], int | None] | None:
+    if "routing" not in extras:
+        return None
+    assert state.routing is not None
+    return await to_thread.run_sync(state.routing.trace, out["primary"]), capsule_type
+
+
+PREDICT_ERRORS = {**ERRORS, 404: {"model": ErrorBody, "description": "include=routing, but this model has no routing trace"}}
+EXTRAS = {"coupling", "coupling_grid", "counterfactuals", "routing"}
 
 
 def _extras(include: str | None) -> set[str]:
@@ -119,18 +155,26 @@ def _extras(include: str | None) -> set[str]:
 
 INCLUDE_DOC = ("comma-separated extras: `coupling` adds the routing coefficients [1152][10] and their 6x6 map per digit "
                "`coupling_grid` [10][6][6]; `coupling_grid` adds only the map; `counterfactuals` adds the decoder's image from each "
-               "digit capsule's own pose [10] (PNG), the images behind `recon_errors`")
+               "digit capsule's own pose [10] (PNG), the images behind `recon_errors`; `routing` adds every iteration of dynamic routing "
+               "(`routing`: lengths, coupling and agreement maps per iteration, run past the trained 3)")
+ROUTING_TYPE_DOC = ("with include=routing: the primary capsule type (0-31) whose coupling and agreement the maps show; "
+                    "`mean` (the default) averages the 32 types")
 # Read from the query string by hand and documented here: FastAPI's per-request validation of this one optional
 # parameter was 4% of the event loop's time per /predict under load.
 INCLUDE_PARAM = {"name": "include", "in": "query", "required": False, "description": INCLUDE_DOC,
                  "schema": {"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Include"}, "example": "coupling"}
 
 
+ROUTING_TYPE_PARAM = {"name": "routing_type", "in": "query", "required": False, "description": ROUTING_TYPE_DOC,
+                      "schema": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 31}, {"const": "mean"}, {"type": "null"}],
+                                 "title": "Routing Type"}, "example": "mean"}
+
+
 def _with_include(spec: dict) -> dict:
-    return {**spec, "parameters": [INCLUDE_PARAM]}
+    return {**spec, "parameters": [INCLUDE_PARAM, ROUTING_TYPE_PARAM]}
 
 
-@router.post("/predict", response_model=Prediction, responses=ERRORS, openapi_extra=_with_include(_body_spec(PredictJSON, multiple=False)),
+@router.post("/predict", response_model=Prediction, responses=PREDICT_ERRORS, openapi_extra=_with_include(_body_spec(PredictJSON, multiple=False)),
              summary="Classify one digit: capsule lengths, poses, reconstruction")
 async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     """Send an image as multipart field `file`, as JSON `{"image": base64}`, or MNIST-like `{"pixels": 28x28}`.
@@ -138,17 +182,44 @@ async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     Images are made to look like MNIST first (ink bright on black, fit to 20x20, centred by mass);
     `pixels` go to the network as they are."""
     extras = _extras(request.query_params.get("include"))
+    capsule_type = _routing(request, extras, state)
     images = await _images(body, state, batch=False)
     out = await state.batcher.submit(images, state.settings.request_timeout_s)
-    return FastJSON(_result(out, 0, images[0], state, extras))  # ~0.1 ms: cheaper than a thread hop
+    routing = await _trace(out, extras, capsule_type, state)
+    return FastJSON(_result(out, 0, images[0], state, extras, routing))  # ~0.1 ms: cheaper than a thread hop
 
 
-@router.post("/predict/batch", response_model=BatchPrediction, responses=ERRORS, openapi_extra=_with_include(_body_spec(PredictBatchJSON, multiple=True)),
+@router.post("/predict/batch", response_model=BatchPrediction, responses=PREDICT_ERRORS, openapi_extra=_with_include(_body_spec(PredictBatchJSON, multiple=True)),
              summary="Classify several digits in one request")
 async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     """Several `file` parts, `{"images": [...]}` or `{"pixels": [N x 28 x 28]}`, up to the configured maximum (64)."""
     extras = _extras(request.query_params.get("include"))
+    capsule_type = _routing(request, extras, state)
     images = await _images(body, state, batch=True)
     out = await state.batcher.submit(images, state.settings.request_timeout_s)
-    results = await to_thread.run_sync(lambda: [_result(out, i, images[i], state, extras) for i in range(len(images))])
+    routing = await _trace(out, extras, capsule_type, state)
+    results = await to_thread.run_sync(lambda: [_result(out, i, images[i], state, extras, routing) for i in range(len(images))])
     return FastJSON({"results": results})
+
+
+@router.post("/probe", response_model=Probe, responses=ERRORS, openapi_extra=_body_spec_json(ProbeJSON),
+             summary="Equivariance probe: capsules for affine transforms of the input")
+async def probe(body: Upload, state: ReadyDep) -> FastJSON:
+    """The 28x28 input (from `image`, preprocessed as /predict does, or `pixels` as they are) rotated, scaled, sheared and
+    shifted by each of up to 64 transforms (model/affine.py), each run through the network: how the lengths, the
+    prediction and the poses follow the viewpoint. Equivariance would keep the lengths and move the poses."""
+    req = _validated(body.json, ProbeJSON)  # JSON only: BodyRoute answers 415 to anything else
+    if req.pixels is not None:
+        base = _pixel_array(req.pixels, state, "pixels", 2)
+    else:
+        base = (await _preprocess_all([decode_base64(req.image, state.settings.max_body_bytes)], state))[0, 0]
+    transforms = [Affine(**t.model_dump()) for t in req.transforms]
+    images = await to_thread.run_sync(lambda: np.stack([warp(base, t) for t in transforms])[:, None].astype(np.float32))
+    out = await state.batcher.submit(images, state.settings.request_timeout_s)
+
+    def answer() -> dict[str, Any]:
+        return {"input": picture(base), "results": [{
+            "transform": t.model_dump(), "prediction": int(out["lengths"][i].argmax()), "lengths": rounded(out["lengths"][i]),
+            "poses": rounded(out["poses"][i]), "input": encode_png(images[i, 0])} for i, t in enumerate(req.transforms)]}
+
+    return FastJSON(await to_thread.run_sync(answer))

@@ -33,7 +33,7 @@ REQUIREMENTS = REPO / "requirements"
 SERVE_REQUIREMENTS = "requirements/serve.txt"
 ORT_REQUIREMENTS = {"gpu": "requirements/ort-gpu.txt", "cpu": "requirements/ort-cpu.txt"}
 CPU_BASE_IMAGE = "python:3.11-slim-bookworm"
-IMAGE_COPIES = {"service", "static", "templates", "weights"}
+IMAGE_COPIES = {"service", "static", "templates", "weights", "model/__init__.py", "model/affine.py"}
 ENTRY_POINT = ["python", "-m", "service"]
 HEALTHCHECK_CMD = ["python", "-m", "service.healthcheck"]
 
@@ -361,7 +361,9 @@ def test_image_copies_the_serving_files_only():
     for keyword, args in dockerfile_instructions():
         assert keyword != "ADD", "use COPY"
         if keyword == "COPY":
-            assert not re.search(r"\b(model|checkpoints|tests|torch)\b", args), args
+            # of model/, only the affine transforms /probe applies (numpy and OpenCV): no training code, no torch
+            assert not re.search(r"\b(checkpoints|tests|torch)\b", args), args
+            assert not re.search(r"\bmodel/", args) or args == "model/__init__.py model/affine.py model/", args
 
     runtime = stages[-1]
     sources = []
@@ -411,13 +413,13 @@ def test_dockerignore_keeps_the_context_to_the_serving_files():
         ".git/HEAD", ".venv/bin/python", "checkpoints/last.pt", "runs/1/events",
         "tests/docker/test_docker.py", "model/train.py", "bench/results/latest.json",
         "requirements/train.txt", "requirements/test.txt", "README.md",
-        "service/__pycache__/app.cpython-311.pyc",
+        "service/__pycache__/app.cpython-311.pyc", "weights/baseline-cnn.onnx",
     ]:  # fmt: skip
         assert dockerignore_excludes(path), f"{path} would be sent to the Docker daemon"
     for path in [
         SERVE_REQUIREMENTS, *ORT_REQUIREMENTS.values(), "service/__main__.py",
         "service/healthcheck.py", "static/app.js", "templates/index.html",
-        "weights/capsnet.onnx", "weights/decoder.onnx", "weights/model-card.json",
+        "weights/capsnet.onnx", "weights/decoder.onnx", "weights/model-card.json", "weights/routing.onnx", "model/affine.py",
     ]:  # fmt: skip
         assert not dockerignore_excludes(path), f"{path} is needed by the image but ignored"
     for keyword, args in dockerfile_instructions():

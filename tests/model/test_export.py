@@ -26,7 +26,7 @@ def exported(tmp_path_factory):
 def test_parity_with_pytorch_at_batch_1_and_7(exported):
     model, capsnet_path, decoder_path = exported
     worst = check_parity(model, capsnet_path, decoder_path, batches=(1, 7))
-    assert set(worst) == {"lengths", "poses", "reconstruction", "coupling", "decoder"}
+    assert set(worst) == {"lengths", "poses", "reconstruction", "coupling", "primary", "decoder"}
     assert max(worst.values()) <= 1e-4
 
 
@@ -34,11 +34,12 @@ def test_io_names_shapes_and_dynamic_batch(exported):
     _, capsnet_path, decoder_path = exported
     sess = ort.InferenceSession(str(capsnet_path), providers=["CPUExecutionProvider"])
     assert [i.name for i in sess.get_inputs()] == ["image"]
-    assert [o.name for o in sess.get_outputs()] == ["lengths", "poses", "reconstruction", "coupling"]
+    assert [o.name for o in sess.get_outputs()] == ["lengths", "poses", "reconstruction", "coupling", "primary"]
     for n in (1, 3):
-        lengths, poses, recon, coupling = sess.run(None, {"image": np.random.rand(n, 1, 28, 28).astype(np.float32)})
+        lengths, poses, recon, coupling, primary = sess.run(None, {"image": np.random.rand(n, 1, 28, 28).astype(np.float32)})
         assert lengths.shape == (n, 10) and poses.shape == (n, 10, 16)
-        assert recon.shape == (n, 1, 28, 28) and coupling.shape == (n, 1152, 10)
+        assert recon.shape == (n, 1, 28, 28) and coupling.shape == (n, 1152, 10) and primary.shape == (n, 1152, 8)
+        assert (np.linalg.norm(primary, axis=-1) < 1.0).all()  # squashed
         assert np.allclose(coupling.sum(-1), 1.0, atol=1e-5)
     dsess = ort.InferenceSession(str(decoder_path), providers=["CPUExecutionProvider"])
     assert [i.name for i in dsess.get_inputs()] == ["digit", "pose"]
@@ -50,7 +51,7 @@ def test_decoder_onnx_redraws_what_the_full_model_reconstructs(exported):
     sess = ort.InferenceSession(str(capsnet_path), providers=["CPUExecutionProvider"])
     dsess = ort.InferenceSession(str(decoder_path), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).random((5, 1, 28, 28), dtype=np.float32)
-    lengths, poses, recon, _ = sess.run(None, {"image": x})
+    lengths, poses, recon = sess.run(["lengths", "poses", "reconstruction"], {"image": x})
     digit = lengths.argmax(-1).astype(np.int64)
     again = dsess.run(None, {"digit": digit, "pose": poses[np.arange(5), digit]})[0]
     assert np.abs(again - recon).max() <= 1e-5
@@ -102,7 +103,7 @@ def test_exported_squash_is_safe_at_zero(tmp_path):
         model.primary.conv.bias.zero_()
     capsnet_path, _ = export_onnx(model, tmp_path)
     sess = ort.InferenceSession(str(capsnet_path), providers=["CPUExecutionProvider"])
-    lengths, poses, recon, coupling = sess.run(None, {"image": np.random.default_rng(0).random((2, 1, 28, 28), dtype=np.float32)})
+    lengths, poses, recon, coupling, _ = sess.run(None, {"image": np.random.default_rng(0).random((2, 1, 28, 28), dtype=np.float32)})
     for out in (lengths, poses, recon, coupling):
         assert np.isfinite(out).all()
     assert np.abs(lengths).max() == 0.0 and np.allclose(coupling, 0.1)

@@ -40,7 +40,7 @@ def test_pixels_equal_onnxruntime_on_the_same_array(client, session):
     r = client.post("/predict", json={"pixels": px.tolist()})
     assert r.status_code == 200
     body = r.json()
-    lengths, poses, recon, _ = session.run(None, {"image": px[None, None]})
+    lengths, poses, recon = session.run(["lengths", "poses", "reconstruction"], {"image": px[None, None]})
     assert np.allclose(body["lengths"], lengths[0], atol=1e-4)
     assert np.allclose(body["poses"], poses[0], atol=1e-4)
     assert np.allclose(body["reconstruction"]["pixels"], recon[0, 0], atol=1e-4)
@@ -172,14 +172,14 @@ def test_metrics_count_requests_and_batches(client):
 
 def test_openapi_documents_every_endpoint_with_examples(client):
     spec = client.get("/openapi.json").json()
-    for path in ("/predict", "/predict/batch", "/reconstruct", "/perturb", "/healthz", "/readyz", "/model", "/metrics"):
+    for path in ("/predict", "/predict/batch", "/probe", "/reconstruct", "/perturb", "/healthz", "/readyz", "/model", "/metrics"):
         assert path in spec["paths"], path
     text = json.dumps(spec)
     assert '"multipart/form-data"' in text and '"examples"' in text
     for name in ("ReconstructRequest", "PerturbRequest", "Prediction"):
         assert "examples" in spec["components"]["schemas"][name], name
     for path in ("/predict", "/predict/batch"):  # read from the query by hand, documented by hand
-        assert [p["name"] for p in spec["paths"][path]["post"]["parameters"]] == ["include"], path
+        assert [p["name"] for p in spec["paths"][path]["post"]["parameters"]] == ["include", "routing_type"], path
 
 
 def test_concurrent_requests_are_batched_but_kept_apart(server, session):

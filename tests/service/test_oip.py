@@ -28,7 +28,7 @@ from service.settings import Settings
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO.parent / "shared" / "schemas" / "open-inference-rest.yaml"
 MNIST = REPO.parent / "shared" / "data" / "mnist"
-CAPSNET_OUTPUTS = ["lengths", "poses", "reconstruction", "coupling"]
+CAPSNET_OUTPUTS = ["lengths", "poses", "reconstruction", "coupling", "primary"]
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_model_metadata_is_the_onnx_graphs_signature(client_v2):
     assert capsnet["inputs"] == [{"name": "image", "datatype": "FP32", "shape": [-1, 1, 28, 28]}]
     assert [(o["name"], o["datatype"], o["shape"]) for o in capsnet["outputs"]] == [
         ("lengths", "FP32", [-1, 10]), ("poses", "FP32", [-1, 10, 16]), ("reconstruction", "FP32", [-1, 1, 28, 28]),
-        ("coupling", "FP32", [-1, 1152, 10])]
+        ("coupling", "FP32", [-1, 1152, 10]), ("primary", "FP32", [-1, 1152, 8])]
     decoder = client_v2.get_model_metadata("decoder", "1")
     assert decoder["inputs"] == [{"name": "digit", "datatype": "INT64", "shape": [-1]}, {"name": "pose", "datatype": "FP32", "shape": [-1, 16]}]
     assert decoder["outputs"] == [{"name": "reconstruction", "datatype": "FP32", "shape": [-1, 1, 28, 28]}]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -414,7 +415,7 @@ def test_clear_and_undo(page: Any) -> None:
     expect(page.get_by_test_id("input-preview")).not_to_have_attribute("src", re.compile("."))
     for k in range(10):
         expect(page.get_by_test_id(f"length-bar-{k}")).to_have_attribute("aria-valuenow", "0.000")
-    assert canvas_ink(page, "coupling-map") == 0
+    assert canvas_ink(page, "routing-heatmap") == 0
     expect(page.get_by_test_id("pose-slider-0")).to_be_disabled()
 
     # Undo of the only stroke empties the page too
@@ -504,27 +505,27 @@ def test_figure4_grid(page: Any) -> None:
     assert grid.is_visible()
 
 
-def test_coupling_map(page: Any) -> None:
-    assert canvas_ink(page, "coupling-map") == 0
+def test_routing_heatmap_is_drawn(page: Any) -> None:
+    assert canvas_ink(page, "routing-heatmap") == 0
     draw(page, ZERO)
     wait_settled(page)
     page.wait_for_function(
-        """() => { const c = document.querySelector('[data-testid="coupling-map"]');
+        """() => { const c = document.querySelector('[data-testid="routing-heatmap"]');
                    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
                    for (let i = 3; i < d.length; i += 4) if (d[i] > 0) return true;
                    return false; }""",
         timeout=WAIT_MS,
     )
-    # the map is normalised to its own range: its cells are not all one colour
+    # at the trained iteration routing has moved away from uniform: the cells are not all one colour
     colours = page.evaluate(
-        """() => { const c = document.querySelector('[data-testid="coupling-map"]');
+        """() => { const c = document.querySelector('[data-testid="routing-heatmap"]');
                    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
                    const s = new Set();
                    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0) s.add(d.slice(i, i + 4).join());
                    return s.size; }"""
     )
     assert colours > 4
-    assert page.get_by_test_id("coupling-map").is_visible()
+    assert page.get_by_test_id("routing-heatmap").is_visible()
 
 
 def test_upload_and_drop(page: Any) -> None:
@@ -589,7 +590,8 @@ def test_keyboard_and_screen_reader(page: Any) -> None:
     wait_settled(page)
     order = tab_through(page)
     tiles = [f"counterfactual-{k}" for k in range(10)]
-    for name in ["clear", "undo", "upload", "capsule-select", "reset-sliders", "show-coupling"] + tiles + [f"pose-slider-{d}" for d in range(16)]:
+    for name in ["clear", "undo", "upload", "capsule-select", "reset-sliders", "show-coupling", "routing-iteration", "routing-play",
+                 "routing-view", "routing-type"] + tiles + [f"pose-slider-{d}" for d in range(16)]:
         assert name in order, f"Tab never reaches {name}: {order}"
     assert order.index("clear") < order.index("capsule-select") < order.index("pose-slider-0") < order.index("pose-slider-15")
     assert [order.index(t) for t in tiles] == sorted(order.index(t) for t in tiles), "the strip is not tabbed through in order"
@@ -624,7 +626,8 @@ def test_phone_width(browser: Any, base_url: str) -> None:
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 361
         box = canvas_box(page)
         assert box["width"] >= 250, "the drawing canvas is too small on a phone"
-        for testid in ["clear", "undo", "capsule-select", "reset-sliders", "pose-slider-15", "perturb-grid"]:
+        for testid in ["clear", "undo", "capsule-select", "reset-sliders", "pose-slider-15", "perturb-grid", "routing-iteration",
+                       "routing-legend", "routing-heatmap", "routing-type", "transform-rotate", "transform-shear", "probe-plot"]:
             b = page.get_by_test_id(testid).bounding_box()
             assert b["x"] >= 0 and b["x"] + b["width"] <= 361, f"{testid} sticks out of the screen: {b}"
         OUTPUT.mkdir(exist_ok=True)
@@ -779,7 +782,7 @@ def test_failed_upload_clears_result(session: tuple[Any, Watch], data: bytes | N
         expect(page.get_by_test_id(testid)).not_to_have_attribute("src", re.compile("."))
     assert all(not t["enabled"] and t["src"] is None and t["error"] == "\u2013" for t in strip(page))
     expect(page.get_by_test_id("pose-slider-0")).to_be_disabled()
-    assert canvas_ink(page, "coupling-map") == 0
+    assert canvas_ink(page, "routing-heatmap") == 0
     page.wait_for_load_state("networkidle")
     # the browser logs the failed request itself; nothing else went wrong
     watch.errors = [e for e in watch.errors if not re.search(rf"status of {status}\b", e)]
@@ -853,3 +856,128 @@ def test_sliders_and_figure_rows_name_what_each_dimension_does(page: Any) -> Non
         for d in labelled:
             expect(page.locator(f"#figure-row-{d}")).to_have_text(f"{d + 1} {atlas['digits'][k]['dims'][d]['label']}")
     assert any(t != "local" for t in expected(1) + expected(3)), "the atlas names no dimension of capsules 1 and 3"
+
+
+# ------------------------------------------------------------- routing inspector
+
+
+def heatmap_colours(page: Any) -> int:
+    """How many distinct colours the centres of the heat map's 6x6 cells have (each cell 2 of the 28 input pixels wide,
+    the grid centred)."""
+    return page.evaluate(
+        """() => { const c = document.querySelector('[data-testid="routing-heatmap"]'), px = c.width / 28, s = new Set();
+                   for (let y = 0; y < 6; y++) for (let x = 0; x < 6; x++)
+                     s.add(c.getContext('2d').getImageData(Math.floor((9 + 2 * x) * px), Math.floor((9 + 2 * y) * px), 1, 1).data.join());
+                   return s.size; }"""
+    )
+
+
+def routing_bar_heights(page: Any) -> list[float]:
+    return page.evaluate(
+        """() => Array.from(document.querySelectorAll('[data-testid="routing-lengths"] .routing-fill'), (e) => parseFloat(e.style.height))"""
+    )
+
+
+def test_routing_inspector_steps_through_the_iterations(session: tuple[Any, Watch]) -> None:
+    """The iteration control steps through every routing iteration the server returns: iteration 1 is uniform (one
+    colour, the legend says so), the bars and the map move as routing settles, the legend states the real values of the
+    answer, Play runs to the last iteration, and another capsule type asks the server for that type's maps."""
+    page, watch = session
+    control, out, legend = page.get_by_test_id("routing-iteration"), page.get_by_test_id("routing-iteration-out"), page.get_by_test_id("routing-legend")
+    expect(control).to_be_disabled()
+    draw(page, ZERO, steps=8)
+    wait_predicted(page, 0)
+    wait_settled(page)
+    expect(control).to_be_enabled()
+    expect(control).to_have_attribute("max", "6")
+    expect(control).to_have_value("3")
+    expect(out).to_have_text("3 of 6 (trained)")
+    trained_bars = routing_bar_heights(page)
+    assert max(range(10), key=lambda k: trained_bars[k]) == 0
+    # the bars at iteration 3 are the served lengths, the main bars'
+    main = [float(page.get_by_test_id(f"length-bar-{k}").get_attribute("aria-valuenow")) for k in range(10)]
+    assert trained_bars == pytest.approx([100 * v for v in main], abs=0.2)
+
+    control.fill("1")
+    expect(out).to_have_text("1 of 6")
+    expect(legend).to_contain_text("routing starts uniform")
+    assert heatmap_colours(page) == 1
+    first_bars = routing_bar_heights(page)
+    control.fill("6")
+    expect(out).to_have_text("6 of 6 (beyond training)")
+    assert heatmap_colours(page) > 4
+    last_bars = routing_bar_heights(page)
+    assert last_bars[0] > trained_bars[0] > first_bars[0], "the winner's bar does not grow as routing settles"
+
+    # Play starts at iteration 1 and stops at the last
+    page.get_by_test_id("routing-play").click()
+    expect(page.get_by_test_id("routing-play")).to_have_text("Pause")
+    expect(out).to_have_text("6 of 6 (beyond training)", timeout=WAIT_MS)
+    expect(page.get_by_test_id("routing-play")).to_have_text("Play")
+
+    # another capsule type: one request with routing_type, and the legend's numbers are that answer's
+    with page.expect_response(lambda r: urlsplit(r.url).path == "/predict") as resp:
+        page.get_by_test_id("routing-type").select_option("5")
+    assert "routing_type=5" in resp.value.url
+    answer = resp.value.json()["routing"]
+    assert answer["capsule_type"] == 5
+    wait_settled(page)
+    control.fill("2")
+    grid = np.array(answer["iterations"][1]["coupling_grid"][0])
+    expect(legend).to_contain_text(f"capsule type 6 to capsule 0, iteration 2 of 6: {grid.min():.4f} to {grid.max():.4f}")
+    expect(legend).to_contain_text("uniform would be 0.1000")
+    page.get_by_test_id("routing-view").select_option("agreement")
+    agree = np.array(answer["iterations"][1]["agreement_grid"][0])
+    expect(legend).to_contain_text(f"capsule type 6 with capsule 0 after iteration 2 of 6: {agree.min():.4f} to {agree.max():.4f}")
+    OUTPUT.mkdir(exist_ok=True)
+    page.locator(".card-images").screenshot(path=str(OUTPUT / "routing-agreement.png"))
+    page.get_by_test_id("routing-view").select_option("coupling")
+    page.locator(".card-images").screenshot(path=str(OUTPUT / "routing-coupling.png"))
+    page.get_by_test_id("clear").click()
+    expect(control).to_be_disabled()
+    expect(legend).to_contain_text("Draw a digit to see routing")
+
+
+# ------------------------------------------------------------ equivariance probe
+
+
+def test_probe_sliders_transform_what_the_network_sees(session: tuple[Any, Watch]) -> None:
+    """The rotate, scale and shear sliders send the network's own 28x28 input with that transform to /probe and show the
+    answer; the plot sweeps the moved transform and names the pose dimensions that track it; nothing stays after Clear."""
+    page, watch = session
+    rotate = page.get_by_test_id("transform-rotate")
+    expect(rotate).to_be_disabled()
+    draw(page, SEVEN, steps=8)
+    wait_predicted(page, 7)
+    wait_settled(page)
+    expect(rotate).to_be_enabled()
+    expect(page.get_by_test_id("probe-verdict")).to_contain_text("Reads 7")
+    expect(page.get_by_test_id("probe-summary")).to_contain_text("against rotation")
+    assert canvas_ink(page, "probe-plot") > 1000
+    shown = page.evaluate("() => window.getComputedStyle(document.querySelector('[data-testid=\"probe-plot\"]')).display")
+    assert shown != "none"
+
+    with page.expect_response(lambda r: urlsplit(r.url).path == "/probe" and json.loads(r.request.post_data)["transforms"][0]["rotate"] == 40) as resp:
+        rotate.fill("40")
+    sent = json.loads(resp.value.request.post_data)
+    assert len(sent["transforms"]) == 1 and sent["transforms"][0] == {"rotate": 40, "scale": 1, "shear": 0}
+    assert np.array(sent["pixels"]).shape == (28, 28)  # what the network saw, not the drawing
+    answer = resp.value.json()["results"][0]
+    length = answer["lengths"][7]
+    expect(page.get_by_test_id("probe-verdict")).to_contain_text(f"Reads {answer['prediction']} \u00b7 capsule 7 length {length:.2f}")
+    expect(page.get_by_test_id("probe-input")).to_have_attribute("src", re.compile(re.escape(answer["input"][:40])))
+
+    with page.expect_response(lambda r: urlsplit(r.url).path == "/probe" and len(json.loads(r.request.post_data)["transforms"]) == 13) as sweep:
+        page.get_by_test_id("transform-shear").fill("20")
+    swept = json.loads(sweep.value.request.post_data)["transforms"]
+    assert swept[0]["shear"] == -30 and swept[-1]["shear"] == 30 and all(t["rotate"] == 40 for t in swept)
+    expect(page.get_by_test_id("probe-summary")).to_contain_text(re.compile(r"against shear .*Pose dimensions that track it most: \d+ \(r = "))
+    page.get_by_test_id("transform-scale").fill("0.8")
+    expect(page.get_by_test_id("probe-axis")).to_have_value("scale")
+    page.wait_for_load_state("networkidle")
+    OUTPUT.mkdir(exist_ok=True)
+    page.locator(".card-probe").screenshot(path=str(OUTPUT / "probe.png"))
+    page.get_by_test_id("clear").click()
+    expect(rotate).to_be_disabled()
+    expect(page.get_by_test_id("probe-summary")).to_have_text("Draw a digit to probe it.")
+    assert canvas_ink(page, "probe-plot") == 0

@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "deploy" / "triton" / "model_repository"
 VENV = Path(os.environ.get("CAPSNET_TRITON_VENV", REPO / ".triton-venv"))
 MODELS = ("capsnet", "decoder")
-CAPSNET_OUTPUTS = ["lengths", "poses", "reconstruction", "coupling"]
+CAPSNET_OUTPUTS = ["lengths", "poses", "reconstruction", "coupling", "primary"]
 READY_S = 120
 
 
@@ -145,7 +145,7 @@ def test_model_metadata_is_the_onnx_graphs_signature(client):
     assert capsnet["inputs"] == [{"name": "image", "datatype": "FP32", "shape": [-1, 1, 28, 28]}]
     assert [(o["name"], o["datatype"], o["shape"]) for o in capsnet["outputs"]] == [
         ("lengths", "FP32", [-1, 10]), ("poses", "FP32", [-1, 10, 16]), ("reconstruction", "FP32", [-1, 1, 28, 28]),
-        ("coupling", "FP32", [-1, 1152, 10])]
+        ("coupling", "FP32", [-1, 1152, 10]), ("primary", "FP32", [-1, 1152, 8])]
     decoder = client.get_model_metadata("decoder", "1")
     assert [i["name"] for i in decoder["inputs"]] == ["digit", "pose"]
     assert decoder["inputs"][1] == {"name": "pose", "datatype": "FP32", "shape": [-1, 16]}

@@ -12,7 +12,7 @@ from tests.conftest import MNIST, WEIGHTS
 CARD = json.loads((WEIGHTS / "model-card.json").read_text())
 
 
-@pytest.mark.parametrize("name", ["capsnet.onnx", "decoder.onnx"])
+@pytest.mark.parametrize("name", ["capsnet.onnx", "decoder.onnx", "routing.onnx"])
 def test_card_sha256_matches_the_committed_file(name):
     assert hashlib.sha256((WEIGHTS / name).read_bytes()).hexdigest() == CARD["files"][name]["sha256"]
 

@@ -1,0 +1,79 @@
+"""What the insight features cost: the `primary` output every /predict now fetches, the routing trace, and the page's
+requests one at a time on a real server (as a person at the page makes them), against what the page asked before."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from bench.model import _time
+from bench.payloads import digit_pngs
+from bench.server import Server
+
+OUTPUTS_BEFORE = ["lengths", "poses", "reconstruction", "coupling"]
+
+
+def in_process(weights: Path, min_seconds: float) -> list[dict]:
+    """The network with and without the `primary` output; the trace (routing.onnx) and its answer, batch 1."""
+    from service.card import load_card
+    from service.engine import OUTPUTS, load_engine
+    from service.routing import load_tracer
+
+    card = load_card(weights)
+    tracer = load_tracer(weights, card)
+    assert tracer is not None
+    rows = []
+    for precision in ("fp32", "int8"):
+        engine = load_engine(weights, card, "cpu", 0, precision)
+        for batch in (1, 32):
+            x = np.zeros((batch, 1, 28, 28), np.float32)
+            x[:, :, 6:22, 12:16] = 1.0
+            before, _ = _time(lambda e=engine, x=x: e.capsnet.run(OUTPUTS_BEFORE, {"image": x}), min_seconds)
+            now, _ = _time(lambda e=engine, x=x: e.capsnet.run(list(OUTPUTS), {"image": x}), min_seconds)
+            row = {"precision": precision, "batch": batch, "network_ms_before": round(before * 1000, 3), "network_ms_now": round(now * 1000, 3)}
+            if batch == 1:
+                primary = engine.capsnet.run(["primary"], {"image": x})[0]
+                trace_s, _ = _time(lambda p=primary: tracer.trace(p), min_seconds)
+                trace = tracer.trace(primary)
+                describe_s, _ = _time(lambda t=trace: tracer.describe(t, 0, None), min_seconds)
+                row |= {"trace_ms": round(trace_s * 1000, 3), "describe_ms": round(describe_s * 1000, 3)}
+            rows.append(row)
+    return rows
+
+
+def page_requests(requests: int = 60) -> list[dict]:
+    """Each of the page's requests, sequentially on an idle server: median round trip and answer size."""
+    png = digit_pngs(1)[0]
+    server = Server({"CAPSNET_INTRA_OP_THREADS": "1"}).wait_ready()
+    try:
+        with httpx.Client(timeout=30) as client:
+            pixels = client.post(server.url + "/predict", files={"file": ("d.png", png, "image/png")}).json()["input"]["pixels"]
+            pose = [0.0] * 16
+            calls = {
+                "/predict?include=counterfactuals,coupling_grid (the page before)": ("/predict?include=counterfactuals,coupling_grid", {"files": {"file": ("d.png", png, "image/png")}}),
+                "/predict?include=counterfactuals,routing (the page now)": ("/predict?include=counterfactuals,routing", {"files": {"file": ("d.png", png, "image/png")}}),
+                "/probe, 1 transform (a probe slider moved)": ("/probe", {"json": {"pixels": pixels, "transforms": [{"rotate": 20}]}}),
+                "/probe, 13 transforms (the sweep for the plot)": ("/probe", {"json": {"pixels": pixels, "transforms": [{"rotate": a} for a in range(-45, 46, 7)][:13]}}),
+                "/reconstruct (a pose slider moved)": ("/reconstruct", {"json": {"digit": 3, "pose": pose}}),
+            }
+            rows = []
+            for name, (path, kwargs) in calls.items():
+                times, size = [], 0
+                for i in range(requests + 5):
+                    t0 = time.perf_counter()
+                    r = client.post(server.url + path, **kwargs)
+                    if i >= 5:
+                        times.append((time.perf_counter() - t0) * 1000)
+                    assert r.status_code == 200, r.text[:200]
+                    size = len(r.content)
+                rows.append({"request": name, "p50_ms": round(float(np.median(times)), 2), "p95_ms": round(float(np.percentile(times, 95)), 2),
+                             "bytes": size})
+            return rows
+    finally:
+        server.stop()
+
+
+def measure(weights: Path, min_seconds: float = 2.0) -> dict:
+    return {"in_process": in_process(weights, min_seconds), "page_requests": page_requests()}
