@@ -30,7 +30,9 @@ install: $(VENV)/.dev-installed  ## everything: serving, training and tests
 run: $(VENV)/.serve-installed  ## serve weights/ on http://$(HOST):$(PORT)
 	CAPSNET_HOST=$(HOST) CAPSNET_PORT=$(PORT) $(BIN)/python -m service
 
-test: $(VENV)/.dev-installed  ## every test (browser tests skip without Chromium unless CAPSNET_REQUIRE_BROWSER=1)
+test: $(VENV)/.dev-installed  ## lint (ruff check, ruff format --check), then every test (browser tests skip without Chromium unless CAPSNET_REQUIRE_BROWSER=1)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest tests
 
 train: $(VENV)/.dev-installed  ## train from scratch on MNIST in $(DATA), checkpoints in checkpoints/

@@ -1,4 +1,5 @@
 """`python -m bench [--only roofline model profile service soak realinput insight]`: run, write JSON, render BENCHMARKS.md."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     p.add_argument("--seconds", type=float, default=2.0, help="minimum timing per in-process measurement")
     p.add_argument("--load-seconds", type=float, default=8.0, help="duration of each service concurrency level")
-    p.add_argument("--paired-rounds", type=int, default=3,
-                   help="rounds of in-process then service at 16 clients, back to back, for the drift-free ratio (0: none)")
+    p.add_argument(
+        "--paired-rounds",
+        type=int,
+        default=3,
+        help="rounds of in-process then service at 16 clients, back to back, for the drift-free ratio (0: none)",
+    )
     p.add_argument("--soak-seconds", type=float, default=60.0)
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch eager comparison")
     args = p.parse_args(argv)
@@ -46,10 +51,21 @@ def main(argv: list[str] | None = None) -> None:
         card = json.loads((args.weights / "model-card.json").read_text())
         model_path = args.results / "model.json"
         tables = json.loads(model_path.read_text()) if model_path.exists() else {}
-        best_batch = {p: max(rows, key=lambda r: r["images_per_s"])["batch"]
-                      for p, rows in (("fp32", tables.get("onnxruntime")), ("int8", tables.get("onnxruntime_int8"))) if rows}
-        write("service", service.measure(args.load_seconds, precisions=("fp32", "int8") if "int8" in card else ("fp32",),
-                                         weights=args.weights, paired_rounds=args.paired_rounds, paired_batch=best_batch))
+        best_batch = {
+            p: max(rows, key=lambda r: r["images_per_s"])["batch"]
+            for p, rows in (("fp32", tables.get("onnxruntime")), ("int8", tables.get("onnxruntime_int8")))
+            if rows
+        }
+        write(
+            "service",
+            service.measure(
+                args.load_seconds,
+                precisions=("fp32", "int8") if "int8" in card else ("fp32",),
+                weights=args.weights,
+                paired_rounds=args.paired_rounds,
+                paired_batch=best_batch,
+            ),
+        )
     if "soak" in args.only:
         write("soak", soak.measure(args.soak_seconds))
     if "realinput" in args.only:

@@ -1,5 +1,6 @@
 """What the insight features cost: the `primary` output every /predict now fetches, the routing trace, and the page's
 requests one at a time on a real server (as a person at the page makes them), against what the page asked before."""
+
 from __future__ import annotations
 
 import time
@@ -8,9 +9,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.model import _time
 from bench.payloads import digit_pngs
 from bench.server import Server
+from model.machine import timed
 
 OUTPUTS_BEFORE = ["lengths", "poses", "reconstruction", "coupling"]
 
@@ -30,14 +31,19 @@ def in_process(weights: Path, min_seconds: float) -> list[dict]:
         for batch in (1, 32):
             x = np.zeros((batch, 1, 28, 28), np.float32)
             x[:, :, 6:22, 12:16] = 1.0
-            before, _ = _time(lambda e=engine, x=x: e.capsnet.run(OUTPUTS_BEFORE, {"image": x}), min_seconds)
-            now, _ = _time(lambda e=engine, x=x: e.capsnet.run(list(OUTPUTS), {"image": x}), min_seconds)
-            row = {"precision": precision, "batch": batch, "network_ms_before": round(before * 1000, 3), "network_ms_now": round(now * 1000, 3)}
+            before, _ = timed(lambda e=engine, x=x: e.capsnet.run(OUTPUTS_BEFORE, {"image": x}), min_seconds)
+            now, _ = timed(lambda e=engine, x=x: e.capsnet.run(list(OUTPUTS), {"image": x}), min_seconds)
+            row = {
+                "precision": precision,
+                "batch": batch,
+                "network_ms_before": round(before * 1000, 3),
+                "network_ms_now": round(now * 1000, 3),
+            }
             if batch == 1:
                 primary = engine.capsnet.run(["primary"], {"image": x})[0]
-                trace_s, _ = _time(lambda p=primary: tracer.trace(p), min_seconds)
+                trace_s, _ = timed(lambda p=primary: tracer.trace(p), min_seconds)
                 trace = tracer.trace(primary)
-                describe_s, _ = _time(lambda t=trace: tracer.describe(t, 0, None), min_seconds)
+                describe_s, _ = timed(lambda t=trace: tracer.describe(t, 0, None), min_seconds)
                 row |= {"trace_ms": round(trace_s * 1000, 3), "describe_ms": round(describe_s * 1000, 3)}
             rows.append(row)
     return rows
@@ -52,10 +58,19 @@ def page_requests(requests: int = 60) -> list[dict]:
             pixels = client.post(server.url + "/predict", files={"file": ("d.png", png, "image/png")}).json()["input"]["pixels"]
             pose = [0.0] * 16
             calls = {
-                "/predict?include=counterfactuals,coupling_grid (the page before)": ("/predict?include=counterfactuals,coupling_grid", {"files": {"file": ("d.png", png, "image/png")}}),
-                "/predict?include=counterfactuals,routing (the page now)": ("/predict?include=counterfactuals,routing", {"files": {"file": ("d.png", png, "image/png")}}),
+                "/predict?include=counterfactuals,coupling_grid (the page before)": (
+                    "/predict?include=counterfactuals,coupling_grid",
+                    {"files": {"file": ("d.png", png, "image/png")}},
+                ),
+                "/predict?include=counterfactuals,routing (the page now)": (
+                    "/predict?include=counterfactuals,routing",
+                    {"files": {"file": ("d.png", png, "image/png")}},
+                ),
                 "/probe, 1 transform (a probe slider moved)": ("/probe", {"json": {"pixels": pixels, "transforms": [{"rotate": 20}]}}),
-                "/probe, 13 transforms (the sweep for the plot)": ("/probe", {"json": {"pixels": pixels, "transforms": [{"rotate": a} for a in range(-45, 46, 7)][:13]}}),
+                "/probe, 13 transforms (the sweep for the plot)": (
+                    "/probe",
+                    {"json": {"pixels": pixels, "transforms": [{"rotate": a} for a in range(-45, 46, 7)][:13]}},
+                ),
                 "/reconstruct (a pose slider moved)": ("/reconstruct", {"json": {"digit": 3, "pose": pose}}),
             }
             rows = []
@@ -68,8 +83,14 @@ def page_requests(requests: int = 60) -> list[dict]:
                         times.append((time.perf_counter() - t0) * 1000)
                     assert r.status_code == 200, r.text[:200]
                     size = len(r.content)
-                rows.append({"request": name, "p50_ms": round(float(np.median(times)), 2), "p95_ms": round(float(np.percentile(times, 95)), 2),
-                             "bytes": size})
+                rows.append(
+                    {
+                        "request": name,
+                        "p50_ms": round(float(np.median(times)), 2),
+                        "p95_ms": round(float(np.percentile(times, 95)), 2),
+                        "bytes": size,
+                    }
+                )
             return rows
     finally:
         server.stop()

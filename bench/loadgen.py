@@ -4,6 +4,7 @@ Why not httpx: on a 2-core machine the client shares the CPU with the server, an
 client spends ~1 ms of CPU a request; sending pre-built request bytes costs a few microseconds.
 Only ever pointed at loopback.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -17,14 +18,19 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def build_request(host: str, port: int, path: str, body: bytes, content_type: str) -> bytes:
-    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n")
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"
+    )
     return head.encode() + body
 
 
 def multipart_png(png: bytes, boundary: str = "capsnetbench") -> tuple[bytes, str]:
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"digit.png\"\r\n"
-            f"Content-Type: image/png\r\n\r\n").encode() + png + f"\r\n--{boundary}--\r\n".encode()
+    body = (
+        (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="digit.png"\r\nContent-Type: image/png\r\n\r\n').encode()
+        + png
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
     return body, f"multipart/form-data; boundary={boundary}"
 
 
@@ -40,10 +46,16 @@ class Result:
         ok = sum(v for k, v in self.statuses.items() if 200 <= k < 300)
         pct = (lambda q: round(float(np.percentile(lat, q)), 3)) if len(lat) else (lambda q: None)
         return {
-            "requests": len(self.latencies), "ok": ok, "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
-            "errors": self.errors + (len(self.latencies) - ok), "seconds": round(self.seconds, 3),
+            "requests": len(self.latencies),
+            "ok": ok,
+            "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
+            "errors": self.errors + (len(self.latencies) - ok),
+            "seconds": round(self.seconds, 3),
             "throughput_rps": round(len(self.latencies) / self.seconds, 2) if self.seconds else 0.0,
-            "p50_ms": pct(50), "p95_ms": pct(95), "p99_ms": pct(99), "mean_ms": round(float(lat.mean()), 3) if len(lat) else None,
+            "p50_ms": pct(50),
+            "p95_ms": pct(95),
+            "p99_ms": pct(99),
+            "mean_ms": round(float(lat.mean()), 3) if len(lat) else None,
         }
 
 

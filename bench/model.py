@@ -1,12 +1,15 @@
 """The model alone, in process: onnxruntime at batch 1/8/32/64 against the GEMM roofline, and PyTorch eager."""
+
 from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import numpy as np
+
+from model import DECODER_FILE, FP32_FILE
+from model.machine import timed
 
 BATCHES = (1, 8, 32, 64)
 
@@ -29,23 +32,10 @@ def macs_per_image(arch: dict) -> dict[str, int]:
     }
 
 
-def _time(run, min_seconds: float) -> tuple[float, float]:
-    """(median seconds per call, calls per second) over at least min_seconds."""
-    for _ in range(3):
-        run()
-    times: list[float] = []
-    t_end = time.perf_counter() + min_seconds
-    while time.perf_counter() < t_end or len(times) < 5:
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)), len(times) / sum(times)
-
-
 def model_files(weights: Path) -> dict[str, Path]:
     """{"fp32": capsnet.onnx, "int8": the card's INT8 file if it lists one}: what each precision setting serves."""
     card = json.loads((weights / "model-card.json").read_text())
-    return {"fp32": weights / "capsnet.onnx", **({"int8": weights / card["int8"]["file"]} if "int8" in card else {})}
+    return {"fp32": weights / FP32_FILE, **({"int8": weights / card["int8"]["file"]} if "int8" in card else {})}
 
 
 def session(path: Path):
@@ -60,7 +50,7 @@ def session(path: Path):
 def images_per_s(sess, batch: int, min_seconds: float, rng: np.random.Generator | None = None) -> tuple[float, float]:
     """(median seconds per call, images/s at that median) on MNIST-like sparse inputs."""
     x = ((rng or np.random.default_rng(0)).random((batch, 1, 28, 28)) < 0.2).astype(np.float32)
-    med, _ = _time(lambda: sess.run(None, {"image": x}), min_seconds)
+    med, _ = timed(lambda: sess.run(None, {"image": x}), min_seconds)
     return med, batch / med
 
 
@@ -68,7 +58,9 @@ def _cuda(path: Path, gflop: float, min_seconds: float) -> list[dict]:
     """The same model on the GPU, inputs bound on the device through IOBinding so copies are not timed."""
     import onnxruntime as ort
 
-    sess = ort.InferenceSession(str(path), providers=[("CUDAExecutionProvider", {"cudnn_conv_algo_search": "HEURISTIC"}), "CPUExecutionProvider"])
+    sess = ort.InferenceSession(
+        str(path), providers=[("CUDAExecutionProvider", {"cudnn_conv_algo_search": "HEURISTIC"}), "CPUExecutionProvider"]
+    )
     rows = []
     for b in BATCHES + (256,):
         x = ort.OrtValue.ortvalue_from_numpy((np.random.default_rng(0).random((b, 1, 28, 28)) < 0.2).astype(np.float32), "cuda", 0)
@@ -76,7 +68,7 @@ def _cuda(path: Path, gflop: float, min_seconds: float) -> list[dict]:
         binding.bind_ortvalue_input("image", x)
         for o in sess.get_outputs():
             binding.bind_output(o.name, "cuda")
-        med, _ = _time(lambda: sess.run_with_iobinding(binding), min_seconds)
+        med, _ = timed(lambda binding=binding: sess.run_with_iobinding(binding), min_seconds)
         rows.append({"batch": b, "latency_ms": round(med * 1e3, 3), "images_per_s": round(b / med, 1), "gflops": round(b / med * gflop, 1)})
     return rows
 
@@ -94,12 +86,19 @@ def measure(weights: Path, roofline_gflops: float, min_seconds: float = 2.0, tor
         sess = session(path)
         for b in BATCHES:
             med, ips = images_per_s(sess, b, min_seconds, rng)
-            rows.append({"batch": b, "latency_ms": round(med * 1e3, 3), "images_per_s": round(ips, 1),
-                         "gflops": round(ips * gflop, 1), "fraction_of_roofline": round(ips * gflop / roofline_gflops, 3)})
+            rows.append(
+                {
+                    "batch": b,
+                    "latency_ms": round(med * 1e3, 3),
+                    "images_per_s": round(ips, 1),
+                    "gflops": round(ips * gflop, 1),
+                    "fraction_of_roofline": round(ips * gflop / roofline_gflops, 3),
+                }
+            )
     if "CUDAExecutionProvider" in ort.get_available_providers():
-        out["onnxruntime_cuda"] = _cuda(weights / "capsnet.onnx", gflop, min_seconds)
-    dsess = session(weights / "decoder.onnx")
-    med, _ = _time(lambda: dsess.run(None, {"digit": np.array([3], np.int64), "pose": rng.random((1, 16), np.float32)}), min_seconds / 2)
+        out["onnxruntime_cuda"] = _cuda(weights / FP32_FILE, gflop, min_seconds)
+    dsess = session(weights / DECODER_FILE)
+    med, _ = timed(lambda: dsess.run(None, {"digit": np.array([3], np.int64), "pose": rng.random((1, 16), np.float32)}), min_seconds / 2)
     out["decoder_batch1_ms"] = round(med * 1e3, 3)
     if torch_too:
         import torch
@@ -109,12 +108,18 @@ def measure(weights: Path, roofline_gflops: float, min_seconds: float = 2.0, tor
 
         torch.set_num_threads(os.cpu_count() or 1)
         model = CapsNet().eval()
-        load_onnx_into(model, weights / "capsnet.onnx")
+        load_onnx_into(model, weights / FP32_FILE)
         for b in BATCHES:
             x = torch.from_numpy((rng.random((b, 1, 28, 28)) < 0.2).astype(np.float32))
             with torch.inference_mode():
-                med, _ = _time(lambda: model(x), min_seconds)
+                med, _ = timed(lambda x=x: model(x), min_seconds)
             ips = b / med
-            out["pytorch_eager"].append({"batch": b, "latency_ms": round(med * 1e3, 3), "images_per_s": round(ips, 1),
-                                         "fraction_of_roofline": round(ips * gflop / roofline_gflops, 3)})
+            out["pytorch_eager"].append(
+                {
+                    "batch": b,
+                    "latency_ms": round(med * 1e3, 3),
+                    "images_per_s": round(ips, 1),
+                    "fraction_of_roofline": round(ips * gflop / roofline_gflops, 3),
+                }
+            )
     return out

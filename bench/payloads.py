@@ -1,4 +1,5 @@
 """Request bodies for load: real MNIST test digits as PNG uploads when the data is at hand, else drawn ones."""
+
 from __future__ import annotations
 
 import io
@@ -43,9 +44,16 @@ def predict_requests(url_host: str, port: int, n: int = 32) -> list[bytes]:
 
 def reconstruct_requests(url_host: str, port: int, n: int = 32) -> list[bytes]:
     rng = np.random.default_rng(0)
-    return [build_request(url_host, port, "/reconstruct",
-                          json.dumps({"digit": int(k % 10), "pose": (rng.normal(0, 0.15, 16)).round(4).tolist()}).encode(),
-                          "application/json") for k in range(n)]
+    return [
+        build_request(
+            url_host,
+            port,
+            "/reconstruct",
+            json.dumps({"digit": int(k % 10), "pose": (rng.normal(0, 0.15, 16)).round(4).tolist()}).encode(),
+            "application/json",
+        )
+        for k in range(n)
+    ]
 
 
 def bad_requests(url_host: str, port: int) -> list[bytes]:

@@ -1,4 +1,5 @@
 """Where onnxruntime spends its time on the model files, by operator type (its own profiler)."""
+
 from __future__ import annotations
 
 import collections
@@ -41,6 +42,8 @@ def _profile(path: Path, batch: int, runs: int) -> dict:
             by_op[e["args"]["op_name"]] += e["dur"]
             nodes[e["args"]["op_name"]] += 1
     total = sum(by_op.values())
-    rows = [{"op": op, "share": round(us / total, 4), "ms_per_run": round(us / runs / 1000, 3), "nodes": nodes[op] // runs}
-            for op, us in by_op.most_common()]
+    rows = [
+        {"op": op, "share": round(us / total, 4), "ms_per_run": round(us / runs / 1000, 3), "nodes": nodes[op] // runs}
+        for op, us in by_op.most_common()
+    ]
     return {"file": path.name, "batch": batch, "runs": runs, "total_ms_per_run": round(total / runs / 1000, 3), "by_op": rows}

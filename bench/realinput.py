@@ -1,5 +1,6 @@
 """What real input costs: decoding and preprocessing by kind of upload, the counterfactual decoder runs every
 /predict now makes, and how long /healthz waits while the heaviest legal uploads are processed."""
+
 from __future__ import annotations
 
 import io
@@ -12,9 +13,9 @@ import httpx
 import numpy as np
 from PIL import Image
 
-from bench.model import _time
 from bench.payloads import digit_pngs
 from bench.server import Server
+from model.machine import timed
 
 
 def _encode(im: Image.Image, fmt: str, **kw: int) -> bytes:
@@ -47,7 +48,7 @@ def preprocess_costs(min_seconds: float) -> list[dict]:
 
     rows = []
     for name, data in uploads().items():
-        seconds, _ = _time(lambda d=data: to_mnist(*load_pixels(open_image(d, 16_000_000), WORK_SIDE)), min_seconds)
+        seconds, _ = timed(lambda d=data: to_mnist(*load_pixels(open_image(d, 16_000_000), WORK_SIDE)), min_seconds)
         im = open_image(data, 16_000_000)
         rows.append({"upload": name, "bytes": len(data), "pixels": im.size[0] * im.size[1], "ms": round(seconds * 1000, 3)})
     return rows
@@ -65,10 +66,17 @@ def counterfactual_costs(weights: Path, min_seconds: float) -> list[dict]:
         for batch in (1, 32):
             x = np.zeros((batch, 1, 28, 28), np.float32)
             x[:, :, 6:22, 12:16] = 1.0
-            net, _ = _time(lambda e=engine, x=x: e.capsnet.run(None, {"image": x}), min_seconds)
-            full, _ = _time(lambda e=engine, x=x: e.predict(x), min_seconds)
-            rows.append({"precision": precision, "batch": batch, "network_ms": round(net * 1000, 3), "with_counterfactuals_ms": round(full * 1000, 3),
-                         "added": round(full / net - 1, 3)})
+            net, _ = timed(lambda e=engine, x=x: e.capsnet.run(None, {"image": x}), min_seconds)
+            full, _ = timed(lambda e=engine, x=x: e.predict(x), min_seconds)
+            rows.append(
+                {
+                    "precision": precision,
+                    "batch": batch,
+                    "network_ms": round(net * 1000, 3),
+                    "with_counterfactuals_ms": round(full * 1000, 3),
+                    "added": round(full / net - 1, 3),
+                }
+            )
     return rows
 
 
@@ -92,12 +100,22 @@ def health_under_heavy_uploads(uploads_at_once: int = 4) -> dict:
                 urllib.request.urlopen(server.url + "/healthz", timeout=30).read()
                 probes.append((time.perf_counter() - t0) * 1000)
                 time.sleep(0.02)
-        return {"uploads": uploads_at_once, "upload_bytes": len(heavy), "statuses": sorted(statuses), "upload_ms": sorted(durations),
-                "healthz_probes": len(probes), "healthz_p50_ms": round(float(np.median(probes)), 1), "healthz_max_ms": round(max(probes), 1)}
+        return {
+            "uploads": uploads_at_once,
+            "upload_bytes": len(heavy),
+            "statuses": sorted(statuses),
+            "upload_ms": sorted(durations),
+            "healthz_probes": len(probes),
+            "healthz_p50_ms": round(float(np.median(probes)), 1),
+            "healthz_max_ms": round(max(probes), 1),
+        }
     finally:
         server.stop()
 
 
 def measure(weights: Path, min_seconds: float = 2.0) -> dict:
-    return {"preprocess": preprocess_costs(min_seconds), "counterfactuals": counterfactual_costs(weights, min_seconds),
-            "health_under_heavy_uploads": health_under_heavy_uploads()}
+    return {
+        "preprocess": preprocess_costs(min_seconds),
+        "counterfactuals": counterfactual_costs(weights, min_seconds),
+        "health_under_heavy_uploads": health_under_heavy_uploads(),
+    }

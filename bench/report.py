@@ -1,4 +1,5 @@
 """BENCHMARKS.md from the JSON results: the tables the README points at."""
+
 from __future__ import annotations
 
 import json
@@ -27,16 +28,36 @@ def _targets(model: dict, svc: dict) -> str:
     for precision, run in svc["precisions"].items():
         best = _best_in_process(model, precision)
         b1 = next(o for o in _in_process(model, precision) if o["batch"] == 1)
-        at = lambda path, c: next(r for r in run["endpoints"][path] if r["concurrency"] == c)  # noqa: E731
+
+        def at(path: str, c: int, endpoints: dict = run["endpoints"]) -> dict:
+            return next(r for r in endpoints[path] if r["concurrency"] == c)
+
         p16, p1, r1 = at("/predict", 16), at("/predict", 1), at("/reconstruct", 1)
-        rows += [["service at 16 clients / best in-process images/s", precision, ">= 0.6", f"{p16['throughput_rps']} / {best} = {p16['throughput_rps'] / best:.2f}"]]
+        rows += [
+            [
+                "service at 16 clients / best in-process images/s",
+                precision,
+                ">= 0.6",
+                f"{p16['throughput_rps']} / {best} = {p16['throughput_rps'] / best:.2f}",
+            ]
+        ]
         if run.get("paired"):
             ratios = [p["ratio"] for p in run["paired"]]
-            rows += [["the same, each service run over the mean in-process rate just before and after it", precision, ">= 0.6",
-                      ", ".join(f"{x:.2f}" for x in ratios) + f" (median {median(ratios):.2f})"]]
+            rows += [
+                [
+                    "the same, each service run over the mean in-process rate just before and after it",
+                    precision,
+                    ">= 0.6",
+                    ", ".join(f"{x:.2f}" for x in ratios) + f" (median {median(ratios):.2f})",
+                ]
+            ]
         rows += [
-            ["`/predict` p50 at concurrency 1 minus the model's batch-1 latency", precision, "<= 3 ms",
-             f"{p1['p50_ms']} - {b1['latency_ms']} = {p1['p50_ms'] - b1['latency_ms']:.2f} ms"],
+            [
+                "`/predict` p50 at concurrency 1 minus the model's batch-1 latency",
+                precision,
+                "<= 3 ms",
+                f"{p1['p50_ms']} - {b1['latency_ms']} = {p1['p50_ms'] - b1['latency_ms']:.2f} ms",
+            ],
             ["`/reconstruct` p50 at concurrency 1", precision, "<= 3 ms", f"{r1['p50_ms']} ms"],
         ]
     return _table(["target", "model", "bar", "measured"], rows)
@@ -47,96 +68,219 @@ def render(results_dir: Path) -> str:
         p = results_dir / f"{name}.json"
         return json.loads(p.read_text()) if p.exists() else None
 
-    parts = ["# Benchmarks", "", "Written by `make bench` (python -m bench) from `bench/results/*.json`; figures from one run on the machine below."]
+    parts = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (python -m bench) from `bench/results/*.json`; figures from one run on the machine below.",
+    ]
     system = load("system")
     if system:
         v = system["versions"]
-        parts += ["", f"Machine: {system['cpu']}, {system['cores']} cores (affinity {system['affinity']}); Python {system['python']}; "
-                  + ", ".join(f"{k} {x}" for k, x in v.items()) + f"; providers {system['onnxruntime_providers']}."
-                  + (f" Environment: {system['env']}." if system.get("env") else ""), f"Run at {system.get('when', '')}."]
+        parts += [
+            "",
+            f"Machine: {system['cpu']}, {system['cores']} cores (affinity {system['affinity']}); Python {system['python']}; "
+            + ", ".join(f"{k} {x}" for k, x in v.items())
+            + f"; providers {system['onnxruntime_providers']}."
+            + (f" Environment: {system['env']}." if system.get("env") else ""),
+            f"Run at {system.get('when', '')}.",
+        ]
     roof = load("roofline")
     if roof:
-        parts += ["", "## Roofline: fp32 GEMM", "", _table(["GEMM (1024^3)", "GFLOP/s"], [
-            ["numpy (OpenBLAS)", roof["numpy_gflops"]], ["onnxruntime MatMul (MLAS)", roof["onnxruntime_mlas_gflops"]],
-            ["**roofline used**", f"**{roof['roofline_gflops']}**"]])]
+        parts += [
+            "",
+            "## Roofline: fp32 GEMM",
+            "",
+            _table(
+                ["GEMM (1024^3)", "GFLOP/s"],
+                [
+                    ["numpy (OpenBLAS)", roof["numpy_gflops"]],
+                    ["onnxruntime MatMul (MLAS)", roof["onnxruntime_mlas_gflops"]],
+                    ["**roofline used**", f"**{roof['roofline_gflops']}**"],
+                ],
+            ),
+        ]
     model = load("model")
     if model:
         m = model["macs_per_image"]
-        parts += ["", "## Model in process", "",
-                  f"One forward pass: {model['gflop_per_image']} GFLOP (" + ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in m.items()) + " multiply-adds).", "",
-                  _table(["batch", "onnxruntime ms/call", "images/s", "GFLOP/s", "of roofline", "PyTorch eager images/s", "PyTorch of roofline"],
-                         [[o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"], o["fraction_of_roofline"],
-                           p["images_per_s"] if p else None, p["fraction_of_roofline"] if p else None]
-                          for o, p in zip(model["onnxruntime"], model["pytorch_eager"] or [None] * len(model["onnxruntime"]))]),
-                  "", f"decoder.onnx alone at batch 1 (what a slider drag runs): {model['decoder_batch1_ms']} ms."]
+        parts += [
+            "",
+            "## Model in process",
+            "",
+            f"One forward pass: {model['gflop_per_image']} GFLOP ("
+            + ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in m.items())
+            + " multiply-adds).",
+            "",
+            _table(
+                ["batch", "onnxruntime ms/call", "images/s", "GFLOP/s", "of roofline", "PyTorch eager images/s", "PyTorch of roofline"],
+                [
+                    [
+                        o["batch"],
+                        o["latency_ms"],
+                        o["images_per_s"],
+                        o["gflops"],
+                        o["fraction_of_roofline"],
+                        p["images_per_s"] if p else None,
+                        p["fraction_of_roofline"] if p else None,
+                    ]
+                    for o, p in zip(model["onnxruntime"], model["pytorch_eager"] or [None] * len(model["onnxruntime"]))
+                ],
+            ),
+            "",
+            f"decoder.onnx alone at batch 1 (what a slider drag runs): {model['decoder_batch1_ms']} ms.",
+        ]
         if model.get("onnxruntime_int8"):
-            parts += ["", "INT8 model (convolutions quantised; fraction of the *fp32* roofline):", "",
-                      _table(["batch", "ms/call", "images/s", "effective GFLOP/s", "of fp32 roofline"],
-                             [[o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"], o["fraction_of_roofline"]] for o in model["onnxruntime_int8"]])]
+            parts += [
+                "",
+                "INT8 model (convolutions quantised; fraction of the *fp32* roofline):",
+                "",
+                _table(
+                    ["batch", "ms/call", "images/s", "effective GFLOP/s", "of fp32 roofline"],
+                    [
+                        [o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"], o["fraction_of_roofline"]]
+                        for o in model["onnxruntime_int8"]
+                    ],
+                ),
+            ]
         if model.get("onnxruntime_cuda"):
-            parts += ["", "CUDA execution provider (IOBinding, inputs and outputs on the device):", "",
-                      _table(["batch", "ms/call", "images/s", "GFLOP/s"],
-                             [[o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"]] for o in model["onnxruntime_cuda"]])]
+            parts += [
+                "",
+                "CUDA execution provider (IOBinding, inputs and outputs on the device):",
+                "",
+                _table(
+                    ["batch", "ms/call", "images/s", "GFLOP/s"],
+                    [[o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"]] for o in model["onnxruntime_cuda"]],
+                ),
+            ]
     prof = load("profile")
     if prof:
         parts += ["", f"## Where the time goes (onnxruntime profiler, batch {prof['batch']})"]
         for p in [prof] + ([prof["int8"]] if prof.get("int8") else []):
-            parts += ["", f"`{p.get('file', 'capsnet.onnx')}`: {p['total_ms_per_run']} ms a run", "",
-                      _table(["operator", "share", "ms/run", "nodes"], [[r["op"], f"{100 * r['share']:.1f}%", r["ms_per_run"], r["nodes"]] for r in p["by_op"] if r["share"] >= 0.001])]
+            parts += [
+                "",
+                f"`{p.get('file', 'capsnet.onnx')}`: {p['total_ms_per_run']} ms a run",
+                "",
+                _table(
+                    ["operator", "share", "ms/run", "nodes"],
+                    [[r["op"], f"{100 * r['share']:.1f}%", r["ms_per_run"], r["nodes"]] for r in p["by_op"] if r["share"] >= 0.001],
+                ),
+            ]
     svc = load("service")
     if svc:
-        parts += ["", f"## Service over loopback ({svc['duration_s']} s per level, client on the same 2 cores)", "",
-                  "CPU per request: the server's event-loop thread (HTTP, multipart, image decoding and preprocessing, JSON), "
-                  "its other threads (onnxruntime) and the load generator; busy: the whole machine's CPU use. "
-                  "`/predict` throughput is also given as a fraction of the best in-process rate of the same model file.", ""]
+        parts += [
+            "",
+            f"## Service over loopback ({svc['duration_s']} s per level, client on the same 2 cores)",
+            "",
+            "CPU per request: the server's event-loop thread (HTTP, multipart, image decoding and preprocessing, JSON), "
+            "its other threads (onnxruntime) and the load generator; busy: the whole machine's CPU use. "
+            "`/predict` throughput is also given as a fraction of the best in-process rate of the same model file.",
+            "",
+        ]
         for precision, run in svc["precisions"].items():
             best = _best_in_process(model, precision)
             for path, rows in run["endpoints"].items():
                 ratio = path == "/predict" and best
-                parts += [f"`POST {path}`" + (" (PNG upload)" if path == "/predict" else "") + f", `CAPSNET_PRECISION={precision}`", "",
-                          _table(["concurrency", "requests", "req/s"] + (["of model"] if ratio else []) + ["p50 ms", "p95 ms", "p99 ms", "errors",
-                                  "loop ms/req", "onnxruntime ms/req", "client ms/req", "busy"],
-                                 [[r["concurrency"], r["requests"], r["throughput_rps"]] + ([round(r["throughput_rps"] / best, 2)] if ratio else [])
-                                  + [r["p50_ms"], r["p95_ms"], r["p99_ms"], r["errors"]]
-                                  + [r.get("cpu", {}).get(k) for k in ("event_loop_ms", "other_threads_ms", "client_ms", "machine_busy_fraction")]
-                                  for r in rows]), ""]
+                parts += [
+                    f"`POST {path}`" + (" (PNG upload)" if path == "/predict" else "") + f", `CAPSNET_PRECISION={precision}`",
+                    "",
+                    _table(
+                        ["concurrency", "requests", "req/s"]
+                        + (["of model"] if ratio else [])
+                        + ["p50 ms", "p95 ms", "p99 ms", "errors", "loop ms/req", "onnxruntime ms/req", "client ms/req", "busy"],
+                        [
+                            [r["concurrency"], r["requests"], r["throughput_rps"]]
+                            + ([round(r["throughput_rps"] / best, 2)] if ratio else [])
+                            + [r["p50_ms"], r["p95_ms"], r["p99_ms"], r["errors"]]
+                            + [r.get("cpu", {}).get(k) for k in ("event_loop_ms", "other_threads_ms", "client_ms", "machine_busy_fraction")]
+                            for r in rows
+                        ],
+                    ),
+                    "",
+                ]
             if run.get("paired"):
                 batch = run["paired"][0].get("in_process_batch", 32)
-                parts += [f"`POST /predict` at 16 clients, each run between two in-process runs of the same file at batch {batch} "
-                          f"and divided by their mean (`CAPSNET_PRECISION={precision}`; the ratio without the drift between the tables above)", "",
-                          _table(["round", "in-process before", "in-process after", "service req/s", "ratio", "p50 ms", "errors"],
-                                 [[k + 1, p["in_process_before"], p["in_process_after"],
-                                   p["service_rps"], p["ratio"], p["p50_ms"], p["errors"]]
-                                  for k, p in enumerate(run["paired"])]), ""]
+                parts += [
+                    f"`POST /predict` at 16 clients, each run between two in-process runs of the same file at batch {batch} "
+                    f"and divided by their mean (`CAPSNET_PRECISION={precision}`; the ratio without the drift between the tables above)",
+                    "",
+                    _table(
+                        ["round", "in-process before", "in-process after", "service req/s", "ratio", "p50 ms", "errors"],
+                        [
+                            [k + 1, p["in_process_before"], p["in_process_after"], p["service_rps"], p["ratio"], p["p50_ms"], p["errors"]]
+                            for k, p in enumerate(run["paired"])
+                        ],
+                    ),
+                    "",
+                ]
     if model and svc:
-        parts += ["## Issue 6 targets, computed from the tables above", "", _targets(model, svc), ""]
+        parts += ["## Targets, computed from the tables above", "", _targets(model, svc), ""]
     soak = load("soak")
     if soak:
-        parts += ["## Soak", "", f"{soak['clients']} clients, {soak['duration_s']} s, half good and half malformed requests: "
-                  f"{soak['requests']} requests, statuses {soak['statuses']}, **{soak['server_errors_5xx']} 5xx**; "
-                  f"server RSS {soak['rss_mb_start']} MB at start, {soak['rss_mb_end']} MB at end (max {soak['rss_mb_max']}, "
-                  f"growth over the second half {soak['rss_mb_growth_second_half']} MB)."]
+        parts += [
+            "## Soak",
+            "",
+            f"{soak['clients']} clients, {soak['duration_s']} s, half good and half malformed requests: "
+            f"{soak['requests']} requests, statuses {soak['statuses']}, **{soak['server_errors_5xx']} 5xx**; "
+            f"server RSS {soak['rss_mb_start']} MB at start, {soak['rss_mb_end']} MB at end (max {soak['rss_mb_max']}, "
+            f"growth over the second half {soak['rss_mb_growth_second_half']} MB).",
+        ]
     real = load("realinput")
     if real:
         h = real["health_under_heavy_uploads"]
-        parts += ["", "## Real input", "", "Decoding and preprocessing one upload, in process (uploads over `CAPSNET_INLINE_DECODE_PIXELS`, "
-                  "4096 by default, run in the decode pool, off the event loop):", "",
-                  _table(["upload", "bytes", "pixels", "ms"], [[r["upload"], r["bytes"], r["pixels"], r["ms"]] for r in real["preprocess"]]), "",
-                  "The network alone against the network plus the decoder on all ten capsules (`recon_errors`, `is_digit`), as the batcher runs it:", "",
-                  _table(["model", "batch", "network ms", "with counterfactuals ms", "added"],
-                         [[r["precision"], r["batch"], r["network_ms"], r["with_counterfactuals_ms"], f"{100 * r['added']:.0f}%"] for r in real["counterfactuals"]]),
-                  "", f"`/healthz` while {h['uploads']} PNGs of 4000x4000 RGBA pixels ({h['upload_bytes']} bytes each) are posted at once: "
-                  f"{h['healthz_probes']} probes, p50 {h['healthz_p50_ms']} ms, worst **{h['healthz_max_ms']} ms**; uploads answered "
-                  f"{h['statuses']} in {h['upload_ms']} ms."]
+        parts += [
+            "",
+            "## Real input",
+            "",
+            "Decoding and preprocessing one upload, in process (uploads over `CAPSNET_INLINE_DECODE_PIXELS`, "
+            "4096 by default, run in the decode pool, off the event loop):",
+            "",
+            _table(["upload", "bytes", "pixels", "ms"], [[r["upload"], r["bytes"], r["pixels"], r["ms"]] for r in real["preprocess"]]),
+            "",
+            "The network alone against the network plus the decoder on all ten capsules (`recon_errors`, `is_digit`), "
+            "as the batcher runs it:",
+            "",
+            _table(
+                ["model", "batch", "network ms", "with counterfactuals ms", "added"],
+                [
+                    [r["precision"], r["batch"], r["network_ms"], r["with_counterfactuals_ms"], f"{100 * r['added']:.0f}%"]
+                    for r in real["counterfactuals"]
+                ],
+            ),
+            "",
+            f"`/healthz` while {h['uploads']} PNGs of 4000x4000 RGBA pixels ({h['upload_bytes']} bytes each) are posted at once: "
+            f"{h['healthz_probes']} probes, p50 {h['healthz_p50_ms']} ms, worst **{h['healthz_max_ms']} ms**; uploads answered "
+            f"{h['statuses']} in {h['upload_ms']} ms.",
+        ]
     seen = load("insight")
     if seen:
-        parts += ["", "## Routing inspector and probe", "", "The network with the `primary` output (the routing trace's input, fetched on "
-                  "every /predict) against without it, and the trace itself (routing.onnx, one thread) with its answer, in process:", "",
-                  _table(["model", "batch", "network ms before", "network ms now", "trace ms", "answer ms"],
-                         [[r["precision"], r["batch"], r["network_ms_before"], r["network_ms_now"], r.get("trace_ms", ""), r.get("describe_ms", "")]
-                          for r in seen["in_process"]]), "",
-                  "The page's requests one at a time on an idle server (a 28x28 PNG digit; INT8 on the CPU):", "",
-                  _table(["request", "p50 ms", "p95 ms", "answer bytes"], [[r["request"], r["p50_ms"], r["p95_ms"], r["bytes"]] for r in seen["page_requests"]])]
+        parts += [
+            "",
+            "## Routing inspector and probe",
+            "",
+            "The network with the `primary` output (the routing trace's input, fetched on "
+            "every /predict) against without it, and the trace itself (routing.onnx, one thread) with its answer, in process:",
+            "",
+            _table(
+                ["model", "batch", "network ms before", "network ms now", "trace ms", "answer ms"],
+                [
+                    [
+                        r["precision"],
+                        r["batch"],
+                        r["network_ms_before"],
+                        r["network_ms_now"],
+                        r.get("trace_ms", ""),
+                        r.get("describe_ms", ""),
+                    ]
+                    for r in seen["in_process"]
+                ],
+            ),
+            "",
+            "The page's requests one at a time on an idle server (a 28x28 PNG digit; INT8 on the CPU):",
+            "",
+            _table(
+                ["request", "p50 ms", "p95 ms", "answer bytes"],
+                [[r["request"], r["p50_ms"], r["p95_ms"], r["bytes"]] for r in seen["page_requests"]],
+            ),
+        ]
     notes = results_dir / "NOTES.md"
     if notes.exists():
         parts += ["", notes.read_text().strip()]

@@ -1,4 +1,5 @@
 """`python -m service` as a subprocess on a free loopback port: how benchmarks and tests run the real thing."""
+
 from __future__ import annotations
 
 import os
@@ -33,14 +34,16 @@ class Server:
             e["CAPSNET_WEIGHTS_DIR"] = str(weights)
         e.update(env or {})
         # a file, not a pipe: nobody reads a pipe while load runs, and a full one would block the server's logging
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([sys.executable, "-m", "service"], cwd=REPO, env=e, stdout=self.log, stderr=subprocess.STDOUT, text=True)
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (open while the server lives: output() reads it)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "service"], cwd=REPO, env=e, stdout=self.log, stderr=subprocess.STDOUT, text=True
+        )
 
     def output(self) -> str:
         self.log.seek(0)
         return self.log.read()
 
-    def wait_ready(self, timeout: float = 60.0) -> "Server":
+    def wait_ready(self, timeout: float = 60.0) -> Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

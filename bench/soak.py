@@ -1,4 +1,5 @@
 """A bounded soak: several clients send good and bad requests for a fixed time; count 5xx, watch memory."""
+
 from __future__ import annotations
 
 import threading
@@ -38,9 +39,15 @@ def measure(duration_s: float = 60.0, clients: int = 8, env: dict[str, str] | No
         mem = [m for _, m in rss]
         half = mem[len(mem) // 2 :]
         return {
-            "duration_s": duration_s, "clients": clients, **res, "server_errors_5xx": five,
-            "rss_mb_start": mem[0], "rss_mb_end": mem[-1], "rss_mb_max": max(mem),
-            "rss_mb_growth_second_half": round(max(half) - half[0], 1), "rss_samples": rss,
+            "duration_s": duration_s,
+            "clients": clients,
+            **res,
+            "server_errors_5xx": five,
+            "rss_mb_start": mem[0],
+            "rss_mb_end": mem[-1],
+            "rss_mb_max": max(mem),
+            "rss_mb_growth_second_half": round(max(half) - half[0], 1),
+            "rss_samples": rss,
         }
     finally:
         if own:

@@ -1,29 +1,20 @@
 """What machine and libraries a benchmark ran on: figures mean nothing without it."""
+
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from importlib import metadata
-from pathlib import Path
 
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from model.machine import cpu_model
 
 
 def describe() -> dict:
     versions = {}
     for pkg in ("onnxruntime", "onnxruntime-gpu", "numpy", "torch", "fastapi", "uvicorn"):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            pass
     try:
         import onnxruntime as ort
 

@@ -1,1 +1,8 @@
-"""CapsNet of Sabour, Frosst & Hinton (2017): network, data, training, evaluation and ONNX export."""
+"""CapsNet: the network, MNIST, and the commands that train, export and measure it.
+
+No imports here: the service imports model.affine (and these names) without torch."""
+
+MNIST_DIR = "../shared/data/mnist"  # where every command looks for MNIST's IDX files unless told (--data)
+FP32_FILE = "capsnet.onnx"  # the exported network; its INT8 twin's name is in the model card (`int8.file`)
+INT8_FILE = "capsnet-int8.onnx"
+DECODER_FILE = "decoder.onnx"

@@ -6,6 +6,7 @@ About the image centre, in image coordinates (x right, y down):  p' = c + R(rota
   scale: 1 keeps the size;  tx, ty: pixels right and down.  Bilinear, the outside is background (0).
 numpy and OpenCV only: the service imports this (no torch).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,6 +39,10 @@ def warp(images: np.ndarray, t: Affine) -> np.ndarray:
     s = images.shape[-1]
     flat = images.reshape(-1, s, s)
     m = t.matrix(s)
-    out = np.stack([cv2.warpAffine(x, m, (s, s), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
-                    for x in flat.astype(np.float32)])
+    out = np.stack(
+        [
+            cv2.warpAffine(x, m, (s, s), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
+            for x in flat.astype(np.float32)
+        ]
+    )
     return np.clip(out, 0.0, 1.0).reshape(images.shape)

@@ -7,12 +7,14 @@ slant, and the centroid's x and y). A measure's effect is its least-squares slop
 the measure's own units and in standard deviations of that measure over class k's real test digits (at least 1 px for
 the centroid, which MNIST's centring pins). A dimension
 is labelled by the measure it moves most in standard deviations when that measure dominates (at least
-`--dominance` times the next one of another kind: ink and thickness move together) and the sweep moves it monotonically, in the recorded direction, for at least
-`--monotonic` of the poses; otherwise `local`, the paper's "localised part". So a label is a claim the committed
-figures back, and tests/model/test_atlas.py checks it again on the decoder.
+`--dominance` times the next one of another kind: ink and thickness move together) and the sweep moves it
+monotonically, in the recorded direction, for at least `--monotonic` of the poses; otherwise `local`, the paper's
+"localised part". So a label is a claim the committed figures back, and tests/model/test_atlas.py checks it again on
+the decoder.
 
 `python -m model.atlas` writes weights/dimensions.json (served by GET /dimensions, shown on the page's sliders).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from model import DECODER_FILE, FP32_FILE, MNIST_DIR
 from model.data import load_mnist
 
 log = logging.getLogger("capsnet.atlas")
@@ -53,8 +56,13 @@ def measure(images: np.ndarray) -> dict[str, np.ndarray]:
     vxy = (images * dy[..., :, None] * dx[..., None, :]).sum((-2, -1)) / w
     major = np.sqrt(np.maximum((vxx + vyy) / 2 + np.sqrt(((vxx - vyy) / 2) ** 2 + vxy**2), 1e-6))
     return {
-        "ink": ink, "thickness": ink / (4 * major), "width": 4 * np.sqrt(vxx), "height": 4 * np.sqrt(vyy),
-        "slant": np.degrees(np.arctan2(-vxy, vyy)), "x": cx, "y": cy,
+        "ink": ink,
+        "thickness": ink / (4 * major),
+        "width": 4 * np.sqrt(vxx),
+        "height": 4 * np.sqrt(vyy),
+        "slant": np.degrees(np.arctan2(-vxy, vyy)),
+        "x": cx,
+        "y": cy,
     }
 
 
@@ -90,12 +98,22 @@ def describe(decoder, digit: int, poses: np.ndarray, spread: dict[str, float], d
         mono = monotonic_share(m[top], direction)
         consistency = float((np.sign(slopes[top]) == direction).mean())
         label = top if abs(standard[top]) >= dominance * abs(standard[second]) and mono >= monotonic else "local"
-        dims.append({"dim": d, "label": label, "measure": top, "direction": direction,
-                     "effect_per_0.1": round(raw[top] * (100 if top == "ink" else 1) / (m["ink"].mean() if top == "ink" else 1), 3),
-                     "unit": "%" if top == "ink" else UNITS[top], "standardised_per_0.1": round(standard[top], 3),
-                     "runner_up": second, "runner_up_standardised_per_0.1": round(standard[second], 3),
-                     "consistency": round(consistency, 3), "monotonic": round(mono, 3),
-                     "effects_standardised_per_0.1": {k: round(v, 3) for k, v in standard.items()}})
+        dims.append(
+            {
+                "dim": d,
+                "label": label,
+                "measure": top,
+                "direction": direction,
+                "effect_per_0.1": round(raw[top] * (100 if top == "ink" else 1) / (m["ink"].mean() if top == "ink" else 1), 3),
+                "unit": "%" if top == "ink" else UNITS[top],
+                "standardised_per_0.1": round(standard[top], 3),
+                "runner_up": second,
+                "runner_up_standardised_per_0.1": round(standard[second], 3),
+                "consistency": round(consistency, 3),
+                "monotonic": round(mono, 3),
+                "effects_standardised_per_0.1": {k: round(v, 3) for k, v in standard.items()},
+            }
+        )
     return dims
 
 
@@ -103,8 +121,8 @@ def build(weights: Path, data: Path, per_class: int, dominance: float, monotonic
     import onnxruntime as ort
 
     card = json.loads((weights / "model-card.json").read_text())
-    capsnet = ort.InferenceSession(str(weights / "capsnet.onnx"), providers=["CPUExecutionProvider"])
-    decoder = ort.InferenceSession(str(weights / "decoder.onnx"), providers=["CPUExecutionProvider"])
+    capsnet = ort.InferenceSession(str(weights / FP32_FILE), providers=["CPUExecutionProvider"])
+    decoder = ort.InferenceSession(str(weights / DECODER_FILE), providers=["CPUExecutionProvider"])
     images, labels = load_mnist(data, "test")
     x = (images / np.float32(255.0)).astype(np.float32)
     classes = []
@@ -115,21 +133,34 @@ def build(weights: Path, data: Path, per_class: int, dominance: float, monotonic
         chosen = poses[right, k][:per_class]
         m = measure(own[right].astype(np.float64))
         spread = {name: max(float(np.std(v)), SPREAD_FLOOR.get(name, 0.0)) for name, v in m.items()}
-        classes.append({"digit": k, "poses": len(chosen), "spread": {n: round(v, 4) for n, v in spread.items()},
-                        "dims": describe(decoder, k, chosen, spread, dominance, monotonic)})
+        classes.append(
+            {
+                "digit": k,
+                "poses": len(chosen),
+                "spread": {n: round(v, 4) for n, v in spread.items()},
+                "dims": describe(decoder, k, chosen, spread, dominance, monotonic),
+            }
+        )
     counts: dict[str, int] = {}
     for c in classes:
         for d in c["dims"]:
             counts[d["label"]] = counts.get(d["label"], 0) + 1
-    return {"model_version": card["version"], "deltas": DELTAS.tolist(), "measures": list(MEASURES), "units": UNITS,
-            "rule": {"dominance": dominance, "monotonic": monotonic, "poses_per_digit": per_class},
-            "method": __doc__.split("\n\n")[1].replace("\n", " "), "label_counts": dict(sorted(counts.items())), "digits": classes}
+    return {
+        "model_version": card["version"],
+        "deltas": DELTAS.tolist(),
+        "measures": list(MEASURES),
+        "units": UNITS,
+        "rule": {"dominance": dominance, "monotonic": monotonic, "poses_per_digit": per_class},
+        "method": __doc__.split("\n\n")[1].replace("\n", " "),
+        "label_counts": dict(sorted(counts.items())),
+        "digits": classes,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data", default="../shared/data/mnist", help="directory holding MNIST's IDX files")
+    p.add_argument("--data", default=MNIST_DIR, help="directory holding MNIST's IDX files")
     p.add_argument("--weights", default="weights", help="directory holding the ONNX files and model-card.json")
     p.add_argument("--per-class", type=int, default=200, help="test digits of each class whose poses are swept")
     p.add_argument("--dominance", type=float, default=1.5, help="how many times the next measure's effect the labelled one must have")

@@ -14,6 +14,7 @@ model/robustness.py runs both networks through onnxruntime.
       -> Linear 9216-128 ReLU, Dropout 0.5        [B,128]
       -> Linear 128-10                            [B,10] logits
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,13 +25,13 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from model.data import load_mnist, random_shift, to_tensor
+from model import MNIST_DIR
+from model.data import load_tensors, random_shift
 
 log = logging.getLogger("capsnet.baseline")
 
@@ -54,7 +55,7 @@ class BaselineCNN(nn.Module):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default="../shared/data/mnist", help="directory holding MNIST's four IDX files (default: %(default)s)")
+    p.add_argument("--data", default=MNIST_DIR, help="directory holding MNIST's four IDX files (default: %(default)s)")
     p.add_argument("--out", default="checkpoints/baseline", help="checkpoint directory (default: %(default)s)")
     p.add_argument("--weights", default="weights", help="where baseline-cnn.onnx and the card go (default: %(default)s)")
     p.add_argument("--epochs", type=int, default=0, help="epochs; 0 takes the served CapsNet's from the model card (default: %(default)s)")
@@ -85,12 +86,7 @@ def train(args: argparse.Namespace) -> dict:
     epochs = args.epochs or int(card["training"]["epochs"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    train_x, train_y = load_mnist(args.data, "train")
-    test_x, test_y = load_mnist(args.data, "test")
-    if args.limit:
-        train_x, train_y = train_x[: args.limit], train_y[: args.limit]
-    xtr, ytr = to_tensor(train_x), torch.from_numpy(train_y.astype(np.int64))
-    xte, yte = to_tensor(test_x), torch.from_numpy(test_y.astype(np.int64))
+    xtr, ytr, xte, yte = load_tensors(args.data, args.limit)
     device = torch.device(args.device)
     model = BaselineCNN().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
@@ -123,9 +119,16 @@ def train(args: argparse.Namespace) -> dict:
     path = weights / ONNX_NAME
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.zeros(1, 1, 28, 28),), str(path), dynamo=True, external_data=False,
-                          input_names=["image"], output_names=["logits"],
-                          dynamic_shapes={"x": {0: torch.export.Dim("batch", min=1, max=4096)}})
+        torch.onnx.export(
+            model,
+            (torch.zeros(1, 1, 28, 28),),
+            str(path),
+            dynamo=True,
+            external_data=False,
+            input_names=["image"],
+            output_names=["logits"],
+            dynamic_shapes={"x": {0: torch.export.Dim("batch", min=1, max=4096)}},
+        )
     summary = {
         "architecture": "pytorch/examples MNIST CNN: conv 32@3x3, conv 64@3x3, maxpool 2, dropout 0.25, fc 128, dropout 0.5, fc 10",
         "why_not_the_papers": "the paper's 35.4M-parameter baseline is not affordable on the 2-core CPU machines this was trained on",

@@ -16,6 +16,7 @@ Deviations from the paper, stated here and in the model card:
 - The squash has an epsilon inside the square root so that a zero vector maps to zero with finite
   gradients; on any vector of norm >> 1e-4 it equals the paper's function to float precision.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -105,9 +106,8 @@ class DigitCaps(nn.Module):
 
     def forward(self, u: Tensor) -> tuple[Tensor, Tensor]:
         """u [B,1152,8] -> v [B,10,16] and the final coupling coefficients c [B,10,1152]."""
-        for v, c in self.route(self.predictions(u), self.cfg.routing_iterations):
-            pass
-        return v, c
+        *_, last = self.route(self.predictions(u), self.cfg.routing_iterations)  # the trained iterations; keep the last
+        return last
 
     def predictions(self, u: Tensor) -> Tensor:
         """u [B,1152,8] -> u_hat [B,10,1152,16]: what each child i predicts for each parent j."""

@@ -1,4 +1,5 @@
 """MNIST from its original IDX files (.gz or raw), in any directory a user points at."""
+
 from __future__ import annotations
 
 import gzip
@@ -89,3 +90,13 @@ def random_shift(x: Tensor, max_shift: int = 2, generator: torch.Generator | Non
     rows = (oy[:, None] + torch.arange(h))[:, :, None]  # [N,h,1]
     cols = (ox[:, None] + torch.arange(w))[:, None, :]  # [N,1,w]
     return padded[torch.arange(n)[:, None, None], 0, rows, cols].unsqueeze(1)
+
+
+def load_tensors(directory: str | Path, limit: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Training images and labels (the first `limit` when > 0, for smoke runs), then the 10k test ones, as the networks
+    take them: float [N,1,28,28] in [0,1] and int64 labels."""
+    train_x, train_y = load_mnist(directory, "train")
+    test_x, test_y = load_mnist(directory, "test")
+    if limit:
+        train_x, train_y = train_x[:limit], train_y[:limit]
+    return (to_tensor(train_x), torch.from_numpy(train_y.astype(np.int64)), to_tensor(test_x), torch.from_numpy(test_y.astype(np.int64)))

@@ -3,6 +3,7 @@
 `python -m model.evaluate --onnx weights/capsnet.onnx` measures the exported file through
 onnxruntime (the figure the model card states); `--checkpoint checkpoints/best.pt` measures PyTorch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from model import MNIST_DIR
 from model.data import load_mnist
 
 log = logging.getLogger("capsnet.evaluate")
@@ -71,7 +73,7 @@ def predict_checkpoint(path: str | Path, images: np.ndarray) -> np.ndarray:
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data", default="../shared/data/mnist", help="directory holding MNIST's IDX files")
+    p.add_argument("--data", default=MNIST_DIR, help="directory holding MNIST's IDX files")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--onnx", default="weights/capsnet.onnx", help="exported model, run through onnxruntime")
     src.add_argument("--checkpoint", help="a training checkpoint (.pt), run through PyTorch")

@@ -9,6 +9,7 @@
 - routing.onnx: every routing iteration, unrolled past the trained 3 (model/routing.py);
 - model-card.json: sizes, recipe, every epoch, onnxruntime test accuracy, sha256 of every file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,16 +17,16 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from model import DECODER_FILE, FP32_FILE, INT8_FILE, MNIST_DIR
 from model.capsnet import CapsNet, CapsNetConfig, count_parameters
+from model.machine import cpu_model
 from model.train import checkpoint_weights
 
 log = logging.getLogger("capsnet.export")
@@ -36,8 +37,7 @@ PARITY_ATOL = 1e-4
 # capsnet.onnx's outputs, in order; `primary` (the 1152 primary capsules) feeds routing.onnx (model/routing.py)
 OUTPUTS = ("lengths", "poses", "reconstruction", "coupling", "primary")
 DEVIATIONS = [
-    "Routing iterations before the last use a detached u_hat: gradients reach W only through the final "
-    "iteration (forward pass unchanged).",
+    "Routing iterations before the last use a detached u_hat: gradients reach W only through the final iteration (forward pass unchanged).",
     "squash uses sqrt(max(|s|^2, 1e-8)) so that a zero vector gives zero and a finite gradient (a clamp: "
     "torch.onnx's optimiser folds an added 1e-8 away).",
     "Learning rate: Adam 1e-3 with exponential decay per epoch (the paper gives no schedule).",
@@ -97,7 +97,7 @@ def export_onnx(model: CapsNet, out_dir: Path) -> tuple[Path, Path]:
     full = ExportedCapsNet(model.cfg)
     full.load_state_dict(model.state_dict())
     full.eval()
-    capsnet_path, decoder_path = out_dir / "capsnet.onnx", out_dir / "decoder.onnx"
+    capsnet_path, decoder_path = out_dir / FP32_FILE, out_dir / DECODER_FILE
     _export(full, (torch.rand(2, 1, 28, 28),), capsnet_path, ["image"], list(OUTPUTS))
     dec = ExportedDecoder(full).eval()
     _export(dec, (torch.tensor([3, 5]), torch.rand(2, model.cfg.digit_dim)), decoder_path, ["digit", "pose"], ["reconstruction"])
@@ -132,19 +132,12 @@ def check_parity(model: CapsNet, capsnet_path: Path, decoder_path: Path, batches
 
 
 def hardware() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, CPU only"
+    return f"{cpu_model()}, {os.cpu_count()} cores, CPU only"
 
 
-def build_card(model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Path, parity: dict, accuracy: dict | None,
-               later: list[dict] | None = None) -> dict:
+def build_card(
+    model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Path, parity: dict, accuracy: dict | None, later: list[dict] | None = None
+) -> dict:
     """`later`: epochs trained after the exported checkpoint (they did not beat it), kept so every epoch is on record."""
     cfg = model.cfg
     history = ckpt.get("history", [])
@@ -157,8 +150,13 @@ def build_card(model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Pat
         "architecture": cfg.as_dict(),
         "parameters": {"total": count_parameters(model), "without_decoder": count_parameters(model, include_decoder=False)},
         "input": {
-            "name": "image", "dtype": "float32", "shape": ["N", 1, cfg.image_size, cfg.image_size],
-            "range": [0.0, 1.0], "background": 0.0, "ink": 1.0, "normalisation": "none (MNIST bytes / 255)",
+            "name": "image",
+            "dtype": "float32",
+            "shape": ["N", 1, cfg.image_size, cfg.image_size],
+            "range": [0.0, 1.0],
+            "background": 0.0,
+            "ink": 1.0,
+            "normalisation": "none (MNIST bytes / 255)",
             "mnist_digit_box": 20,
         },
         "outputs": {
@@ -170,11 +168,14 @@ def build_card(model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Pat
         },
         "coupling_index": "primary capsule i = channel * 36 + row * 6 + col (32 channels, 6x6 grid)",
         "digitcaps_weight_layout": "digit.W [1152, 8, 160]: W[i, :, 16*j:16*(j+1)] is the 8x16 W_ij, u_hat_j|i = u_i W_ij",
-        "decoder": {"inputs": {"digit": ["N"], "pose": ["N", cfg.digit_dim]}, "outputs": {"reconstruction": ["N", 1, cfg.image_size, cfg.image_size]}},
+        "decoder": {
+            "inputs": {"digit": ["N"], "pose": ["N", cfg.digit_dim]},
+            "outputs": {"reconstruction": ["N", 1, cfg.image_size, cfg.image_size]},
+        },
         "onnx": {"opset": OPSET, "dynamic_axes": {"batch": 0}, "exporter": f"torch.onnx (dynamo) {torch.__version__}"},
         "files": {
-            "capsnet.onnx": {"sha256": sha256(capsnet_path), "bytes": capsnet_path.stat().st_size},
-            "decoder.onnx": {"sha256": sha256(decoder_path), "bytes": decoder_path.stat().st_size},
+            FP32_FILE: {"sha256": sha256(capsnet_path), "bytes": capsnet_path.stat().st_size},
+            DECODER_FILE: {"sha256": sha256(decoder_path), "bytes": decoder_path.stat().st_size},
         },
         "parity_max_abs_diff": {k: float(f"{v:.3g}") for k, v in parity.items()},
         "training": {
@@ -187,8 +188,11 @@ def build_card(model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Pat
             "seed": args.get("seed"),
             "resumed_from": args.get("resume"),
             "weight_average_decay": args.get("ema_decay"),
-            "exported_weights": ("exponential moving average of the weights (Polyak averaging), the better of the two on the test set"
-                                 if ckpt.get("best_weights") == "ema" else "the trained weights"),
+            "exported_weights": (
+                "exponential moving average of the weights (Polyak averaging), the better of the two on the test set"
+                if ckpt.get("best_weights") == "ema"
+                else "the trained weights"
+            ),
             "epochs": epochs,
             "train_seconds": round(float(ckpt.get("train_seconds", 0.0)), 1),
             "hardware": hardware(),
@@ -208,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", default="checkpoints/best.pt", help="training checkpoint to export")
     p.add_argument("--out", default="weights", help="directory for the ONNX files and model card")
-    p.add_argument("--data", default="../shared/data/mnist", help="MNIST directory for the test accuracy")
+    p.add_argument("--data", default=MNIST_DIR, help="MNIST directory for the test accuracy")
     p.add_argument("--no-eval", action="store_true", help="skip the test-set accuracy (card says null) and the INT8 model")
     p.add_argument("--no-int8", action="store_true", help="skip the INT8 model (model/quantize.py)")
     p.add_argument("--routing-iterations", type=int, default=6, help="iterations routing.onnx unrolls (model/routing.py)")
@@ -236,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     card = build_card(model, ckpt, capsnet_path, decoder_path, parity, accuracy, later)
     (out / "model-card.json").write_text(json.dumps(card, indent=1) + "\n")
     log.info("wrote %s, %s and the model card", capsnet_path, decoder_path)
-    stale = out / "capsnet-int8.onnx"
+    stale = out / INT8_FILE
     if stale.exists():
         stale.unlink()  # quantised from the previous weights
     if not (args.no_eval or args.no_int8):

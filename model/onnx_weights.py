@@ -3,6 +3,7 @@
 Why: the ONNX files are what the project commits, so the next training session resumes from them
 (with a fresh optimiser) instead of from a checkpoint that lived on a machine that is gone.
 """
+
 from __future__ import annotations
 
 import json

@@ -6,6 +6,7 @@ agreement, squash) works on small, sign-sensitive values where 8 bits would cost
 speed-up in the model card; the service serves it when asked (CAPSNET_PRECISION=int8) or, by default
 (auto), when the card says it met the bars (accuracy loss <= 0.05 points, faster, no non-finite output).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,10 +14,12 @@ import hashlib
 import json
 import logging
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+
+from model import FP32_FILE, INT8_FILE, MNIST_DIR
+from model.machine import timed
 
 log = logging.getLogger("capsnet.quantize")
 
@@ -41,8 +44,16 @@ def quantize(fp32: Path, int8: Path, calibration: np.ndarray) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         pre = Path(tmp) / "pre.onnx"
         quant_pre_process(str(fp32), str(pre))
-        quantize_static(str(pre), str(int8), _Calibration(calibration), quant_format=QuantFormat.QDQ, op_types_to_quantize=["Conv"],
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True)
+        quantize_static(
+            str(pre),
+            str(int8),
+            _Calibration(calibration),
+            quant_format=QuantFormat.QDQ,
+            op_types_to_quantize=["Conv"],
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+        )
 
 
 def images_per_second(path: Path, batch: int = 32, seconds: float = 2.0) -> float:
@@ -50,12 +61,7 @@ def images_per_second(path: Path, batch: int = 32, seconds: float = 2.0) -> floa
 
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).random((batch, 1, 28, 28), dtype=np.float32)
-    sess.run(None, {"image": x})
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds or n < 3:
-        sess.run(None, {"image": x})
-        n += 1
-    return batch * n / (time.perf_counter() - t0)
+    return batch * timed(lambda: sess.run(None, {"image": x}), seconds, warmup=1, min_calls=3)[1]
 
 
 def run(weights: Path, data: Path, calibration_images: int = 512) -> dict:
@@ -63,7 +69,7 @@ def run(weights: Path, data: Path, calibration_images: int = 512) -> dict:
     from model.data import load_mnist
     from model.evaluate import predict_onnx, summarize
 
-    fp32, int8 = weights / "capsnet.onnx", weights / "capsnet-int8.onnx"
+    fp32, int8 = weights / FP32_FILE, weights / INT8_FILE
     train_x, _ = load_mnist(data, "train")
     quantize(fp32, int8, train_x[:calibration_images])
     test_x, test_y = load_mnist(data, "test")
@@ -93,8 +99,13 @@ def run(weights: Path, data: Path, calibration_images: int = 512) -> dict:
     card["int8"] = result
     card["files"][int8.name] = {"sha256": result["sha256"], "bytes": result["bytes"]}
     card_path.write_text(json.dumps(card, indent=1) + "\n")
-    log.info("int8: accuracy %.4f (fp32 %.4f), %.2fx faster at batch 32; meets the bars: %s",
-             acc8["accuracy"], acc32, result["speedup_batch32"], result["meets_bars"])
+    log.info(
+        "int8: accuracy %.4f (fp32 %.4f), %.2fx faster at batch 32; meets the bars: %s",
+        acc8["accuracy"],
+        acc32,
+        result["speedup_batch32"],
+        result["meets_bars"],
+    )
     return result
 
 
@@ -102,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--weights", type=Path, default=Path("weights"), help="holds capsnet.onnx and the model card")
-    p.add_argument("--data", type=Path, default=Path("../shared/data/mnist"), help="MNIST directory (calibration and test)")
+    p.add_argument("--data", type=Path, default=Path(MNIST_DIR), help="MNIST directory (calibration and test)")
     p.add_argument("--calibration-images", type=int, default=512, help="training images used to calibrate activation ranges")
     args = p.parse_args(argv)
     run(args.weights, args.data, args.calibration_images)

@@ -8,6 +8,7 @@ through onnxruntime: the served CapsNet (weights/capsnet.onnx, FP32) and the bas
 on the same data with the same shifts, optimiser and number of epochs. Gu & Tresp (2019) found routing does not help affine
 robustness, so the outcome is not assumed: the table records whatever comes out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,14 +19,19 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from model import FP32_FILE, MNIST_DIR
 from model.affine import Affine, warp
 from model.data import load_mnist
 
 log = logging.getLogger("capsnet.robustness")
 
 # (kind, strength): rotation and shear in degrees (sign alternating per digit), scale as a factor
-CONDITIONS: list[tuple[str, float]] = [("none", 0.0)] + [("rotate", a) for a in (15, 30, 45)] + \
-    [("scale", s) for s in (0.6, 0.8, 1.2, 1.4)] + [("shear", a) for a in (15, 30, 45)]
+CONDITIONS: list[tuple[str, float]] = (
+    [("none", 0.0)]
+    + [("rotate", a) for a in (15, 30, 45)]
+    + [("scale", s) for s in (0.6, 0.8, 1.2, 1.4)]
+    + [("shear", a) for a in (15, 30, 45)]
+)
 
 
 def transformed(images: np.ndarray, kind: str, value: float) -> np.ndarray:
@@ -53,8 +59,10 @@ def measure(weights: Path, data: str, limit: int) -> dict:
         images, labels = images[:limit], labels[:limit]
     x = images.astype(np.float32) / 255.0
     baseline_card = json.loads((weights / "baseline-cnn.json").read_text())
-    models = {"capsnet": (ort.InferenceSession(str(weights / "capsnet.onnx"), providers=["CPUExecutionProvider"]), "lengths"),
-              "baseline_cnn": (ort.InferenceSession(str(weights / baseline_card["file"]), providers=["CPUExecutionProvider"]), "logits")}
+    models = {
+        "capsnet": (ort.InferenceSession(str(weights / FP32_FILE), providers=["CPUExecutionProvider"]), "lengths"),
+        "baseline_cnn": (ort.InferenceSession(str(weights / baseline_card["file"]), providers=["CPUExecutionProvider"]), "logits"),
+    }
     rows = []
     for kind, value in tqdm(CONDITIONS, desc="conditions", unit="condition"):
         moved = transformed(x, kind, value)
@@ -66,11 +74,11 @@ def measure(weights: Path, data: str, limit: int) -> dict:
     return {
         "test_digits": len(labels),
         "transforms": "model/affine.py about the image centre; rotate and shear in degrees with the sign alternating per digit; "
-                      "scale as a factor",
+        "scale as a factor",
         "models": {
             "capsnet": "weights/capsnet.onnx (FP32), the served model",
             "baseline_cnn": f"{baseline_card['file']}: {baseline_card['architecture']} ({baseline_card['parameters']:,} parameters; "
-                            f"{baseline_card['epochs']} epochs, {baseline_card['recipe']}); {baseline_card['why_not_the_papers']}",
+            f"{baseline_card['epochs']} epochs, {baseline_card['recipe']}); {baseline_card['why_not_the_papers']}",
         },
         "accuracy": rows,
     }
@@ -84,9 +92,13 @@ def plot(result: dict, path: Path) -> None:
 
     clean = next(r for r in result["accuracy"] if r["transform"] == "none")
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), sharey=True)
-    for ax, kind, xlabel in zip(axes, ("rotate", "scale", "shear"), ("rotation (degrees, either way)", "scale", "shear (degrees, either way)")):
-        rows = sorted([r for r in result["accuracy"] if r["transform"] == kind] + ([{**clean, "value": 1.0 if kind == "scale" else 0.0}]),
-                      key=lambda r: r["value"])
+    for ax, kind, xlabel in zip(
+        axes, ("rotate", "scale", "shear"), ("rotation (degrees, either way)", "scale", "shear (degrees, either way)")
+    ):
+        rows = sorted(
+            [r for r in result["accuracy"] if r["transform"] == kind] + ([{**clean, "value": 1.0 if kind == "scale" else 0.0}]),
+            key=lambda r: r["value"],
+        )
         xs = [r["value"] for r in rows]
         ax.plot(xs, [100 * r["capsnet"] for r in rows], "o-", color="#2f5bd3", label="CapsNet (served)")
         ax.plot(xs, [100 * r["baseline_cnn"] for r in rows], "s--", color="#d9480f", label="baseline CNN")
@@ -104,7 +116,7 @@ def plot(result: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default="../shared/data/mnist", help="directory holding MNIST's IDX files (default: %(default)s)")
+    p.add_argument("--data", default=MNIST_DIR, help="directory holding MNIST's IDX files (default: %(default)s)")
     p.add_argument("--weights", default="weights", help="capsnet.onnx, baseline-cnn.onnx and the model card (default: %(default)s)")
     p.add_argument("--plot", default="docs/robustness.png", help="where the figure goes (default: %(default)s)")
     p.add_argument("--limit", type=int, default=0, help="only the first N test digits (0: all 10k); for smoke runs")

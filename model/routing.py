@@ -17,6 +17,7 @@ capsnet-int8.onnx when a graph made before it lacks one (the graph's arithmetic 
 computes becomes an output), checks parity, and records the files and the trace in the model card. model/export.py
 calls it after every export.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,6 +32,7 @@ import onnx
 import torch
 from torch import Tensor, nn
 
+from model import FP32_FILE
 from model.capsnet import CapsNet, DigitCaps, agreement
 
 log = logging.getLogger("capsnet.routing")
@@ -83,9 +85,19 @@ def export(model: CapsNet, path: Path, iterations: int) -> None:
     batch = torch.export.Dim("batch", min=1, max=4096)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(trace, (torch.rand(2, model.cfg.num_primary, model.cfg.primary_dim),), str(path), dynamo=True,
-                          external_data=False, opset_version=18, input_names=["primary"], output_names=list(OUTPUTS),
-                          dynamic_shapes={"primary": {0: batch}}, optimize=True, verbose=False)
+        torch.onnx.export(
+            trace,
+            (torch.rand(2, model.cfg.num_primary, model.cfg.primary_dim),),
+            str(path),
+            dynamo=True,
+            external_data=False,
+            opset_version=18,
+            input_names=["primary"],
+            output_names=list(OUTPUTS),
+            dynamic_shapes={"primary": {0: batch}},
+            optimize=True,
+            verbose=False,
+        )
 
 
 def check_parity(weights: Path, capsnet_files: list[str], trained: int) -> dict[str, float]:
@@ -99,8 +111,10 @@ def check_parity(weights: Path, capsnet_files: list[str], trained: int) -> dict[
         sess = ort.InferenceSession(str(weights / name), providers=["CPUExecutionProvider"])
         lengths, coupling, primary = sess.run(["lengths", "coupling", "primary"], {"image": x})
         t_lengths, t_coupling, _ = trace.run(list(OUTPUTS), {"primary": primary})
-        diff = max(float(np.abs(t_lengths[:, trained - 1] - lengths).max()),
-                   float(np.abs(t_coupling[:, trained - 1].transpose(0, 2, 1) - coupling).max()))
+        diff = max(
+            float(np.abs(t_lengths[:, trained - 1] - lengths).max()),
+            float(np.abs(t_coupling[:, trained - 1].transpose(0, 2, 1) - coupling).max()),
+        )
         worst[name] = float(f"{diff:.3g}")
         if diff > PARITY_ATOL:
             raise RuntimeError(f"{FILE} at iteration {trained} differs from {name} by {diff} (> {PARITY_ATOL})")
@@ -116,12 +130,12 @@ def run(weights: Path, iterations: int) -> dict:
 
     card_path = weights / "model-card.json"
     card = json.loads(card_path.read_text())
-    capsnet_files = ["capsnet.onnx"] + ([card["int8"]["file"]] if (card.get("int8") or {}).get("file") else [])
+    capsnet_files = [FP32_FILE] + ([card["int8"]["file"]] if (card.get("int8") or {}).get("file") else [])
     for name in capsnet_files:
         if add_primary_output(weights / name):
             log.info("%s: added the output `primary`", name)
     model = CapsNet()
-    load_onnx_into(model, weights / "capsnet.onnx")
+    load_onnx_into(model, weights / FP32_FILE)
     export(model, weights / FILE, iterations)
     trained = int(card["architecture"]["routing_iterations"])
     parity = check_parity(weights, capsnet_files, trained)
@@ -137,10 +151,13 @@ def run(weights: Path, iterations: int) -> dict:
         "iterations": iterations,
         "trained": trained,
         "inputs": {"primary": ["N", cfg.num_primary, cfg.primary_dim]},
-        "outputs": {"lengths": ["N", iterations, cfg.num_classes], "coupling": ["N", iterations, cfg.num_classes, cfg.num_primary],
-                    "agreement": ["N", iterations, cfg.num_classes, cfg.num_primary]},
+        "outputs": {
+            "lengths": ["N", iterations, cfg.num_classes],
+            "coupling": ["N", iterations, cfg.num_classes, cfg.num_primary],
+            "agreement": ["N", iterations, cfg.num_classes, cfg.num_primary],
+        },
         "definition": "iteration r (1-based): c = softmax_j(b) with b = 0 at r = 1 (uniform coupling), v = squash(sum_i c_ij u_hat_j|i), "
-                      "agreement = u_hat_j|i . v_j, which b adds before iteration r + 1; the served prediction is iteration `trained`",
+        "agreement = u_hat_j|i . v_j, which b adds before iteration r + 1; the served prediction is iteration `trained`",
         "parity_max_abs_diff_at_trained": parity,
     }
     card_path.write_text(json.dumps(card, indent=1) + "\n")
@@ -153,8 +170,12 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--weights", default="weights", help="directory of capsnet.onnx and the model card (default: %(default)s)")
-    p.add_argument("--iterations", type=int, default=6,
-                   help="routing iterations the trace unrolls (default: %(default)s, twice the trained 3: enough to see it settle)")
+    p.add_argument(
+        "--iterations",
+        type=int,
+        default=6,
+        help="routing iterations the trace unrolls (default: %(default)s, twice the trained 3: enough to see it settle)",
+    )
     args = p.parse_args(argv)
     run(Path(args.weights), args.iterations)
 

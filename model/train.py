@@ -10,6 +10,7 @@ wander by a few hundredths from epoch to epoch, and the average sits in the midd
 A checkpoint's `best_weights` says which of the two ("model" or "ema") scored its `best_acc`;
 export and evaluation read that one (`checkpoint_weights`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,15 +24,16 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from model import MNIST_DIR
 from model.capsnet import CapsNet, CapsNetConfig, total_loss
-from model.data import load_mnist, random_shift, to_tensor
+from model.data import load_tensors, random_shift
 
 log = logging.getLogger("capsnet.train")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data", default="../shared/data/mnist", help="directory holding MNIST's four IDX files")
+    p.add_argument("--data", default=MNIST_DIR, help="directory holding MNIST's four IDX files")
     p.add_argument("--out", default="checkpoints", help="where checkpoints and history go")
     p.add_argument("--epochs", type=int, default=30, help="train until this many epochs in total")
     p.add_argument("--batch-size", type=int, default=128)
@@ -40,12 +42,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--shift", type=int, default=2, help="random shift in px (the paper's augmentation)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads for torch")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
-                   help="where the model trains: cuda when this torch sees a GPU, else cpu (batches are shifted on the CPU, "
-                        "from the same seeded generator, then moved, so a seed gives the same batches on either)")
+    p.add_argument(
+        "--device",
+        default="cuda" if torch.cuda.is_available() else "cpu",
+        help="where the model trains: cuda when this torch sees a GPU, else cpu (batches are shifted on the CPU, "
+        "from the same seeded generator, then moved, so a seed gives the same batches on either)",
+    )
     p.add_argument("--resume", default=None, help="a .pt checkpoint, or weights/capsnet.onnx (fresh optimiser)")
-    p.add_argument("--ema-decay", type=float, default=0.999,
-                   help="decay per step of the weight average evaluated beside the weights (0: none); 0.999 averages ~1000 steps, about 2 epochs")
+    p.add_argument(
+        "--ema-decay",
+        type=float,
+        default=0.999,
+        help="decay per step of the weight average evaluated beside the weights (0: none); 0.999 averages ~1000 steps, about 2 epochs",
+    )
     p.add_argument("--limit", type=int, default=0, help="use only this many training images (0: all); for smoke runs")
     return p.parse_args(argv)
 
@@ -89,12 +98,7 @@ def train(args: argparse.Namespace) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    train_x, train_y = load_mnist(args.data, "train")
-    test_x, test_y = load_mnist(args.data, "test")
-    if args.limit:
-        train_x, train_y = train_x[: args.limit], train_y[: args.limit]
-    xtr, ytr = to_tensor(train_x), torch.from_numpy(train_y.astype(np.int64))
-    xte, yte = to_tensor(test_x), torch.from_numpy(test_y.astype(np.int64))
+    xtr, ytr, xte, yte = load_tensors(args.data, args.limit)
 
     device = torch.device(args.device)
     model = CapsNet(CapsNetConfig()).to(device)
@@ -148,8 +152,15 @@ def train(args: argparse.Namespace) -> dict:
             "seconds_per_step": round(train_s / steps, 3),
         }
         state["history"].append(rec)
-        log.info("epoch %d: loss %.4f test accuracy %.4f, averaged weights %s (%.1f s, %.3f s/step)", epoch + 1, rec["loss"], acc,
-                 f"{ema_acc:.4f}" if ema_acc is not None else "-", train_s, train_s / steps)
+        log.info(
+            "epoch %d: loss %.4f test accuracy %.4f, averaged weights %s (%.1f s, %.3f s/step)",
+            epoch + 1,
+            rec["loss"],
+            acc,
+            f"{ema_acc:.4f}" if ema_acc is not None else "-",
+            train_s,
+            train_s / steps,
+        )
         ckpt = {
             "model": model.state_dict(),
             "ema": ema.model.state_dict() if ema is not None else None,
@@ -183,8 +194,7 @@ def resume(path: str, model: CapsNet, opt, sched, state: dict) -> dict:
         sched.last_epoch = epoch
         log.info("resumed weights from %s after %d epochs (fresh optimiser, lr %.2e)", p, epoch, opt.param_groups[0]["lr"])
         best = max((h["test_accuracy"] for h in history), default=0.0)
-        return {"epoch": epoch, "history": history, "best_acc": best,
-                "train_seconds": card.get("training", {}).get("train_seconds", 0.0)}
+        return {"epoch": epoch, "history": history, "best_acc": best, "train_seconds": card.get("training", {}).get("train_seconds", 0.0)}
     ckpt = torch.load(p, map_location="cpu", weights_only=False)
     model.load_state_dict(ckpt["model"])
     opt.load_state_dict(ckpt["optimizer"])

@@ -1,4 +1,5 @@
 """`python -m service`: one uvicorn worker (scale with replicas: each worker holds its own model copy)."""
+
 from __future__ import annotations
 
 import logging

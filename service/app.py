@@ -1,4 +1,5 @@
 """The FastAPI application: lifespan (load, verify, warm up), middleware, routers, error handlers."""
+
 from __future__ import annotations
 
 import gc
@@ -12,7 +13,6 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
-from PIL import Image
 
 from service.batcher import Batcher, EngineUnavailable
 from service.card import WeightsError, load_card, verify_files
@@ -51,13 +51,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if s.engine_url:
             # the models run elsewhere: only the card (sizes, is_digit rule, version) is read here, and checked against
             # the engine's metadata; the ONNX files need not be on this machine
-            engine: Engine | RemoteEngine = await to_thread.run_sync(connect_engine, s.engine_url, card, s.engine_timeout_s,
-                                                                     s.engine_start_timeout_s)
+            engine: Engine | RemoteEngine = await to_thread.run_sync(
+                connect_engine, s.engine_url, card, s.engine_timeout_s, s.engine_start_timeout_s
+            )
         else:
             # every file the card lists, not only those in use: a weights directory that differs from its card is not served
-            await to_thread.run_sync(verify_files, s.weights_dir, card, sorted(card.raw["files"]))
-            engine = await to_thread.run_sync(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, s.precision,
-                                              s.intra_op_threads_busy)
+            await to_thread.run_sync(verify_files, s.weights_dir, card, sorted(card.files))
+            engine = await to_thread.run_sync(
+                load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, s.precision, s.intra_op_threads_busy
+            )
         routing = await to_thread.run_sync(load_tracer, s.weights_dir, card)
     except (WeightsError, ValueError, EngineUnavailable) as e:
         log.error("cannot start: %s", e)
@@ -71,8 +73,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         workers = s.workers or REMOTE_WORKERS
     else:
         workers = s.workers or (batches_in_flight(ms_per_image, len(os.sched_getaffinity(0))) if engine.capsnet_busy is not None else 1)
-    state.batcher = Batcher(engine.predict, s.max_batch, s.max_wait_ms / 1000.0, s.max_queue, state.metrics.observe_batch, workers,
-                            in_flight=lambda: state.metrics.in_flight)
+    state.batcher = Batcher(
+        engine.predict,
+        s.max_batch,
+        s.max_wait_ms / 1000.0,
+        s.max_queue,
+        state.metrics.observe_batch,
+        workers,
+        in_flight=lambda: state.metrics.in_flight,
+    )
     state.batcher.start()
     state.decode_pool = DecodePool(s.decode_workers, s.decode_pool_pixels)
     # Everything built so far (FastAPI's routes and models, pydantic's validators, onnxruntime's bindings) lives as
@@ -81,8 +90,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     gc.collect()
     gc.freeze()
     state.ready = True
-    log.info("ready: %s %s on %s, batches of up to %d, %d at once (%s ms an image on the session for batches under load)", card.name, card.version,
-             engine.provider, s.max_batch, workers, f"{ms_per_image:.2f}" if ms_per_image is not None else "not measured")
+    log.info(
+        "ready: %s %s on %s, batches of up to %d, %d at once (%s ms an image on the session for batches under load)",
+        card.name,
+        card.version,
+        engine.provider,
+        s.max_batch,
+        workers,
+        f"{ms_per_image:.2f}" if ms_per_image is not None else "not measured",
+    )
     try:
         yield
     finally:
@@ -95,8 +111,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    # Pillow's own bomb guard at our limit (it warns past 1x and raises past 2x; imaging.py turns both into 413)
-    Image.MAX_IMAGE_PIXELS = settings.max_image_pixels
     app = FastAPI(
         title="capsnet-serve",
         version="1.0.0",
@@ -117,6 +131,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(page.router)
     app.mount("/static", StaticFiles(directory=str(settings.static_dir)), name="static")
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"], allow_headers=["content-type"])
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"], allow_headers=["content-type"]
+        )
     app.add_middleware(EdgeMiddleware, metrics=metrics)
     return app

@@ -9,9 +9,11 @@ batches. Here the thread takes the next batch the moment the last one returns, a
 hands jobs in and results out (INT8, one thread per batch, 16 clients: 640 req/s with the batcher on the
 event loop, 708 on its own thread).
 """
+
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -129,9 +131,10 @@ class Batcher:
         return count
 
     def _next_batch(self) -> tuple[list[_Job], bool] | None:
-        """What is waiting now, plus what arrives within max_wait_s while there is room; and whether the service is busy: other requests in flight or another
-        batch running (the model runs a lone batch on every core, and a batch under load on fewer, leaving the
-        event loop a core: while other requests are in flight it has work; see Engine.predict). None when stopping."""
+        """What is waiting now, plus what arrives within max_wait_s while there is room; and whether the service is busy:
+        other requests in flight or another batch running (the model runs a lone batch on every core, and a batch under load
+        on fewer, leaving the event loop a core: while other requests are in flight it has work; see Engine.predict). None
+        when stopping."""
         with self._cond:
             while not self._pending and not self._stopping:
                 self._cond.wait()
@@ -172,10 +175,8 @@ class Batcher:
         self._hand_back(self._deliver, live, self._run(batch, busy))
 
     def _hand_back(self, fn: Callable, *args: object) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
             self._loop.call_soon_threadsafe(fn, *args)  # type: ignore[union-attr]
-        except RuntimeError:  # the loop is closed: nobody is waiting any more
-            pass
 
     # ---- back on the event loop ----
 

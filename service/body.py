@@ -8,6 +8,7 @@ refused once past it, not after it is all in memory) and the depth check runs be
 A route takes the media types its OpenAPI request body documents, or JSON for a pydantic body: what /openapi.json
 says is what is enforced. JSON is parsed here for every route, so malformed JSON is the same 400 `bad_json` on each.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,23 +1,51 @@
 """The model card that travels with the ONNX files: the service's one source of model constants."""
+
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from model import FP32_FILE
 
 
 class WeightsError(RuntimeError):
     """The weights directory cannot be served: a file is missing, corrupt or not the one the card names."""
 
 
-@dataclass(frozen=True)
-class DigitRule:
-    """When an input is blank, and when it is a digit at all: the card's `is_digit` section, written by
+class _Section(BaseModel):
+    """A part of the card: the fields the service reads are typed and checked once, at load; the rest (figures,
+    history) is kept as written, for GET /model."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class Architecture(_Section):
+    image_size: int
+    num_classes: int
+    digit_dim: int
+    primary_channels: int  # capsule types
+    primary_dim: int
+    primary_grid: int  # 6: primary capsule i = channel * grid^2 + row * grid + col
+    primary_stride: int  # 2: cell (row, col) sees input pixels stride*row .. stride*row + receptive field
+    num_primary_capsules: int
+    routing_iterations: int
+
+
+class InputSpec(_Section):
+    mnist_digit_box: int  # the digit is scaled to fit this box, as MNIST's were
+
+
+class FileEntry(_Section):
+    sha256: str
+    bytes: int
+
+
+class DigitRule(_Section):
+    """When an input is blank, and when it is a digit at all: the card's `is_digit` rule, written by
     `python -m model.calibrate` from MNIST (its figures are in the card beside the thresholds)."""
 
     blank_ink_below: float  # sum of the 28x28 input's ink: less is "nothing there" (preprocessing gives exact zeros)
@@ -31,54 +59,43 @@ class DigitRule:
         return blank, not blank and float(lengths[winner]) >= self.min_length and float(recon_errors[winner]) <= self.max_recon_error
 
 
-@dataclass(frozen=True)
-class ModelCard:
-    raw: dict[str, Any]
+class IsDigit(_Section):
+    rule: DigitRule
 
-    @property
-    def name(self) -> str:
-        return self.raw["name"]
 
-    @property
-    def version(self) -> str:
-        return self.raw["version"]
+class Int8(_Section):
+    file: str
+    meets_bars: bool = False  # accuracy, speed and finite output, as model/quantize.py measured them
 
-    @property
-    def image_size(self) -> int:
-        return int(self.raw["architecture"]["image_size"])
 
-    @property
-    def num_classes(self) -> int:
-        return int(self.raw["architecture"]["num_classes"])
+class RoutingTrace(_Section):
+    file: str
+    iterations: int
+    trained: int
 
-    @property
-    def digit_dim(self) -> int:
-        return int(self.raw["architecture"]["digit_dim"])
 
-    @property
-    def num_primary(self) -> int:
-        return int(self.raw["architecture"]["num_primary_capsules"])
+class ModelCard(_Section):
+    """weights/model-card.json as the service reads it (model/export.py, quantize.py, calibrate.py and routing.py write it)."""
 
-    @property
-    def primary_grid(self) -> int:
-        return int(self.raw["architecture"]["primary_grid"])
+    name: str
+    version: str
+    architecture: Architecture
+    input: InputSpec
+    files: dict[str, FileEntry]
+    is_digit: IsDigit
+    int8: Int8 | None = None
+    routing: RoutingTrace | None = None
 
-    @property
-    def primary_dim(self) -> int:
-        return int(self.raw["architecture"]["primary_dim"])
-
-    @property
-    def primary_channels(self) -> int:
-        return int(self.raw["architecture"]["primary_channels"])
-
-    @functools.cached_property  # read on every /predict answer
-    def digit_rule(self) -> DigitRule:
-        rule = self.raw["is_digit"]["rule"]
-        return DigitRule(float(rule["blank_ink_below"]), float(rule["min_length"]), float(rule["max_recon_error"]))
-
-    @property
-    def digit_box(self) -> int:
-        return int(self.raw["input"]["mnist_digit_box"])
+    # the sizes the code reads most, by the names it uses
+    image_size = property(lambda self: self.architecture.image_size)
+    num_classes = property(lambda self: self.architecture.num_classes)
+    digit_dim = property(lambda self: self.architecture.digit_dim)
+    num_primary = property(lambda self: self.architecture.num_primary_capsules)
+    primary_grid = property(lambda self: self.architecture.primary_grid)
+    primary_dim = property(lambda self: self.architecture.primary_dim)
+    primary_channels = property(lambda self: self.architecture.primary_channels)
+    digit_box = property(lambda self: self.input.mnist_digit_box)
+    digit_rule = property(lambda self: self.is_digit.rule)
 
 
 def _sha256(path: Path) -> str:
@@ -99,13 +116,11 @@ def load_card(weights_dir: Path) -> ModelCard:
     except (OSError, ValueError) as e:
         raise WeightsError(f"model card unreadable: {card_path}: {e}") from e
     try:
-        card = ModelCard(raw)
-        _ = (raw["files"], card.name, card.version, card.image_size, card.num_classes, card.digit_dim, card.num_primary, card.digit_box,
-             card.digit_rule)
-    except (KeyError, TypeError, ValueError) as e:
+        return ModelCard.model_validate(raw)
+    except ValidationError as e:
+        where = ", ".join(".".join(map(str, err["loc"])) + f" ({err['msg']})" for err in e.errors())
         hint = " (run `python -m model.calibrate` after an export)" if "is_digit" not in raw else ""
-        raise WeightsError(f"model card {card_path} lacks a field the service needs: {e}{hint}") from e
-    return card
+        raise WeightsError(f"model card {card_path} lacks a field the service needs: {where}{hint}") from e
 
 
 def choose_precision(card: ModelCard, setting: str, device: str) -> str:
@@ -119,18 +134,16 @@ def choose_precision(card: ModelCard, setting: str, device: str) -> str:
         return setting
     if setting != "auto":
         raise ValueError(f"unknown precision {setting!r}; use auto, fp32 or int8")
-    int8 = card.raw.get("int8") or {}
-    return "int8" if device == "CPU" and int8.get("meets_bars") else "fp32"
+    return "int8" if device == "CPU" and card.int8 is not None and card.int8.meets_bars else "fp32"
 
 
 def model_file_for(card: ModelCard, precision: str) -> str:
     """fp32: capsnet.onnx; int8: the file the card's int8 section names."""
     if precision == "fp32":
-        return "capsnet.onnx"
-    int8 = card.raw.get("int8") or {}
-    if "file" not in int8:
+        return FP32_FILE
+    if card.int8 is None:
         raise WeightsError("INT8 asked for, but the model card lists no INT8 model (run `python -m model.quantize`)")
-    return int8["file"]
+    return card.int8.file
 
 
 def choose_model_file(card: ModelCard, precision: str, device: str = "CPU") -> str:
@@ -144,8 +157,11 @@ def verify_files(weights_dir: Path, card: ModelCard, names: list[str]) -> None:
         path = weights_dir / name
         if not path.is_file():
             raise WeightsError(f"weights file missing: {path}")
-        want = card.raw["files"].get(name, {}).get("sha256")
+        entry = card.files.get(name)
+        want = entry.sha256 if entry else None
         got = _sha256(path)
         if want != got:
-            raise WeightsError(f"{path}: sha256 {got[:16]}... differs from the model card's {str(want)[:16]}...; "
-                               "the file is truncated, tampered with, or from another export")
+            raise WeightsError(
+                f"{path}: sha256 {got[:16]}... differs from the model card's {str(want)[:16]}...; "
+                "the file is truncated, tampered with, or from another export"
+            )

@@ -1,4 +1,5 @@
 """onnxruntime sessions for capsnet.onnx and decoder.onnx, on CUDA when there is one, else the CPU."""
+
 from __future__ import annotations
 
 import logging
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from model import DECODER_FILE, FP32_FILE
 from service.card import ModelCard, WeightsError, choose_precision, model_file_for
 
 log = logging.getLogger("capsnet.engine")
@@ -30,8 +32,9 @@ def recon_error(images: np.ndarray, recon: np.ndarray) -> np.ndarray:
     return np.square(recon - images[:, None]).sum((-2, -1)) / ink[:, None]
 
 
-def counterfactuals(reconstruct: Callable[[np.ndarray, np.ndarray], np.ndarray], images: np.ndarray,
-                    poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def counterfactuals(
+    reconstruct: Callable[[np.ndarray, np.ndarray], np.ndarray], images: np.ndarray, poses: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The decoder (`reconstruct`: digits [M], poses [M,16] -> [M,1,S,S]) on every digit capsule's own pose, in one call
     per batch, and how far each redraw is from the input: images [N,10,S,S] and errors [N,10].
 
@@ -45,7 +48,7 @@ def counterfactuals(reconstruct: Callable[[np.ndarray, np.ndarray], np.ndarray],
 
 
 def device_of(provider: str) -> str:
-    """"GPU" or "CPU": what an execution provider runs on, as card.choose_precision takes it."""
+    """ "GPU" or "CPU": what an execution provider runs on, as card.choose_precision takes it."""
     return "GPU" if provider == "CUDAExecutionProvider" else "CPU"
 
 
@@ -71,7 +74,7 @@ class Engine:
     capsnet: ort.InferenceSession
     decoder: ort.InferenceSession
     card: ModelCard
-    model_file: str = "capsnet.onnx"
+    model_file: str = FP32_FILE
     precision: str = "fp32"  # of the convolutions in model_file, as chosen (card.choose_precision), not read off the file name
     capsnet_busy: ort.InferenceSession | None = None  # fewer threads, for batches run while other requests are in flight
 
@@ -151,8 +154,9 @@ def _session(path: Path, providers: list[tuple[str, dict[str, Any]]], threads: i
         raise WeightsError(f"{path}: onnxruntime cannot load it: {e}") from e
 
 
-def load_engine(weights_dir: Path, card: ModelCard, provider_preference: str, threads: int, precision: str = "fp32",
-                busy_threads: int = 0) -> Engine:
+def load_engine(
+    weights_dir: Path, card: ModelCard, provider_preference: str, threads: int, precision: str = "fp32", busy_threads: int = 0
+) -> Engine:
     """`precision`: auto, fp32 or int8 (card.choose_precision), resolved for the device the providers put the model on;
     `threads` for a lone batch (0: onnxruntime's default, one per physical core); `busy_threads` (0: the same)
     for batches run while other requests wait, on a second session of the same file (on the CPU only)."""
@@ -173,14 +177,22 @@ def load_engine(weights_dir: Path, card: ModelCard, provider_preference: str, th
             capsnet = _session(weights_dir / model_file, providers, threads)
     engine = Engine(
         capsnet=capsnet,
-        decoder=_session(weights_dir / "decoder.onnx", providers, threads),
+        decoder=_session(weights_dir / DECODER_FILE, providers, threads),
         card=card,
         model_file=model_file,
         precision=chosen,
     )
     if busy_threads and busy_threads != threads and engine.provider == "CPUExecutionProvider":
         engine.capsnet_busy = _session(weights_dir / model_file, providers, busy_threads)
-    log.info("model %s %s (%s, %s) on %s (session providers %s); intra-op threads %s alone, %s under load", card.name, card.version,
-             model_file, engine.precision, engine.provider, engine.capsnet.get_providers(), threads or "one per core",
-             busy_threads if engine.capsnet_busy is not None else "the same")
+    log.info(
+        "model %s %s (%s, %s) on %s (session providers %s); intra-op threads %s alone, %s under load",
+        card.name,
+        card.version,
+        model_file,
+        engine.precision,
+        engine.provider,
+        engine.capsnet.get_providers(),
+        threads or "one per core",
+        busy_threads if engine.capsnet_busy is not None else "the same",
+    )
     return engine

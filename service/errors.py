@@ -2,6 +2,7 @@
 
 Body: {"error": "<code>", "detail": "<message>"}; validation errors add "errors": [{loc, msg, type}].
 """
+
 from __future__ import annotations
 
 import logging
@@ -64,12 +65,12 @@ class Invalid(ClientError):
     status, code = 422, "invalid"
 
 
-def error_body(status: int, code: str, detail: str, **extra: object) -> dict:
+def error_body(code: str, detail: str, **extra: object) -> dict:
     return {"error": code, "detail": detail, **extra}
 
 
 def json_error(status: int, code: str, detail: str, headers: dict[str, str] | None = None, **extra: object) -> JSONResponse:
-    return JSONResponse(error_body(status, code, detail, **extra), status_code=status, headers=headers)
+    return JSONResponse(error_body(code, detail, **extra), status_code=status, headers=headers)
 
 
 def _safe_errors(exc: RequestValidationError) -> list[dict]:

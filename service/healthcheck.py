@@ -74,7 +74,7 @@ def probe(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> tuple[bool, str]:
         if isinstance(reason, (TimeoutError, socket.timeout)):
             return False, f"no answer from {url} within {timeout:g} s"
         return False, f"cannot reach {url}: {reason}"
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return False, f"no answer from {url} within {timeout:g} s"
     except Exception as exc:  # reset connection, bad status line, malformed URL, ...
         return False, f"cannot probe {url}: {type(exc).__name__}: {exc}"

@@ -1,4 +1,5 @@
 """Bytes in, pixels out, and back: decoding uploads within limits, encoding PNGs and figure grids."""
+
 from __future__ import annotations
 
 import base64
@@ -118,8 +119,14 @@ def encode_png(pixels: np.ndarray) -> str:
     h, w = grey.shape
     rows = np.zeros((h, w + 1), np.uint8)  # a leading 0 per row: filter type None
     rows[:, 1:] = grey
-    png = b"".join((PNG_SIGNATURE, _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)),
-                    _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)), _chunk(b"IEND", b"")))
+    png = b"".join(
+        (
+            PNG_SIGNATURE,
+            _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)),
+            _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)),
+            _chunk(b"IEND", b""),
+        )
+    )
     return base64.b64encode(png).decode("ascii")
 
 

@@ -4,6 +4,7 @@ Pure ASGI for its cost per request. HEAD is served here as GET without the body 
 content), so every GET endpoint answers HEAD without a second operation per path in /openapi.json. The app gets a
 copy of the scope that says GET; the server keeps its own, which still says HEAD.
 """
+
 from __future__ import annotations
 
 import time
@@ -12,8 +13,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.metrics import Metrics
 
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
-       "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 SECURITY_HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
@@ -59,7 +62,7 @@ class EdgeMiddleware:
             await self.app(inner, receive, send_wrapper)
         finally:
             self.metrics.in_flight -= 1
-            mount = inner.get("root_path", "")[len(root_path):]  # a mount that matched (/static) added its path to root_path
+            mount = inner.get("root_path", "")[len(root_path) :]  # a mount that matched (/static) added its path to root_path
             endpoint = getattr(inner.get("route"), "path", None) or mount or "other"
             self.metrics.requests.labels(endpoint, scope["method"], str(status)).inc()
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)

@@ -6,6 +6,7 @@ walks the body in Python a byte state at a time and calls back per header and ch
 small upload, while the body is already in memory (service.body read it, within its size
 limit) and `bytes.find` locates every delimiter in C: ~3 us. Everything here is linear in the body.
 """
+
 from __future__ import annotations
 
 import re

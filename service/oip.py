@@ -11,6 +11,7 @@ signature as onnxruntime reads it (`ModelSpec.of`), so metadata, config and vali
 an `OIPError`: the protocol's error body `{"error": message}` with the status Triton gives that kind of error (400 an
 invalid argument, 404 an unknown model, 503 unavailable).
 """
+
 from __future__ import annotations
 
 import math
@@ -30,15 +31,37 @@ HEADER_LENGTH = "Inference-Header-Content-Length"
 PLATFORM = "onnxruntime_onnx"
 # The protocol's tensor data types and what numpy holds them in (None: valid on the wire, no model here takes them)
 DATATYPES: dict[str, np.dtype | None] = {
-    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype(np.uint8), "UINT16": np.dtype(np.uint16), "UINT32": np.dtype(np.uint32),
-    "UINT64": np.dtype(np.uint64), "INT8": np.dtype(np.int8), "INT16": np.dtype(np.int16), "INT32": np.dtype(np.int32),
-    "INT64": np.dtype(np.int64), "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
-    "BF16": None, "BYTES": None,
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype(np.uint8),
+    "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32),
+    "UINT64": np.dtype(np.uint64),
+    "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32),
+    "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16),
+    "FP32": np.dtype(np.float32),
+    "FP64": np.dtype(np.float64),
+    "BF16": None,
+    "BYTES": None,
 }
-ORT_TYPES = {"tensor(bool)": "BOOL", "tensor(uint8)": "UINT8", "tensor(uint16)": "UINT16", "tensor(uint32)": "UINT32",
-             "tensor(uint64)": "UINT64", "tensor(int8)": "INT8", "tensor(int16)": "INT16", "tensor(int32)": "INT32",
-             "tensor(int64)": "INT64", "tensor(float16)": "FP16", "tensor(float)": "FP32", "tensor(double)": "FP64",
-             "tensor(bfloat16)": "BF16", "tensor(string)": "BYTES"}
+ORT_TYPES = {
+    "tensor(bool)": "BOOL",
+    "tensor(uint8)": "UINT8",
+    "tensor(uint16)": "UINT16",
+    "tensor(uint32)": "UINT32",
+    "tensor(uint64)": "UINT64",
+    "tensor(int8)": "INT8",
+    "tensor(int16)": "INT16",
+    "tensor(int32)": "INT32",
+    "tensor(int64)": "INT64",
+    "tensor(float16)": "FP16",
+    "tensor(float)": "FP32",
+    "tensor(double)": "FP64",
+    "tensor(bfloat16)": "BF16",
+    "tensor(string)": "BYTES",
+}
 # JSON numbers numpy may read for each kind of data type: ints are fine for floats, not the other way round
 _JSON_KINDS = {"b": "b", "u": "iu", "i": "iu", "f": "iuf"}
 _UNSUPPORTED = {"shared_memory_region": "shared memory is not supported", "classification": "the classification extension is not supported"}
@@ -89,8 +112,13 @@ class ModelSpec:
         return cls(name, tuple(map(TensorSpec.of, session.get_inputs())), tuple(map(TensorSpec.of, session.get_outputs())), max_batch)
 
     def metadata(self, version: str) -> dict[str, Any]:
-        return {"name": self.name, "versions": [version], "platform": PLATFORM,
-                "inputs": [t.metadata() for t in self.inputs], "outputs": [t.metadata() for t in self.outputs]}
+        return {
+            "name": self.name,
+            "versions": [version],
+            "platform": PLATFORM,
+            "inputs": [t.metadata() for t in self.inputs],
+            "outputs": [t.metadata() for t in self.outputs],
+        }
 
 
 @dataclass(frozen=True)
@@ -102,6 +130,7 @@ class InferRequest:
 
 
 # ---- the request ----
+
 
 def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     """A body sent with Content-Encoding gzip or deflate (tritonclient's request_compression_algorithm), inflated to
@@ -286,8 +315,10 @@ def parse_request(model: ModelSpec, body: bytes, header_length: str | None, max_
 
 # ---- the response ----
 
-def encode_response(model: str, version: str, request_id: str | None,
-                    outputs: Sequence[tuple[TensorSpec, np.ndarray, bool]]) -> tuple[bytes, int | None]:
+
+def encode_response(
+    model: str, version: str, request_id: str | None, outputs: Sequence[tuple[TensorSpec, np.ndarray, bool]]
+) -> tuple[bytes, int | None]:
     """(body, header length): the JSON response, then the binary outputs' bytes in output order; the header length is
     None when no output is binary (the body is all JSON)."""
     head: dict[str, Any] = {"model_name": model, "model_version": version}
@@ -331,9 +362,13 @@ def triton_config(model: ModelSpec, model_file: str, kind: str, instances: int, 
     """The model's configuration as Triton's `GET .../config` returns it (model_config.proto's ModelConfig as JSON).
     `max_queue_delay_us` None: no dynamic batching (the request runs as it comes)."""
     config: dict[str, Any] = {
-        "name": model.name, "platform": PLATFORM, "backend": "onnxruntime", "version_policy": {"latest": {"num_versions": 1}},
+        "name": model.name,
+        "platform": PLATFORM,
+        "backend": "onnxruntime",
+        "version_policy": {"latest": {"num_versions": 1}},
         "max_batch_size": model.max_batch,
-        "input": [_config_tensor(t, True) for t in model.inputs], "output": [_config_tensor(t, False) for t in model.outputs],
+        "input": [_config_tensor(t, True) for t in model.inputs],
+        "output": [_config_tensor(t, False) for t in model.outputs],
         "instance_group": [{"name": model.name, "kind": kind, "count": instances}],
         "default_model_filename": model_file,
     }

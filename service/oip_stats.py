@@ -9,6 +9,7 @@ queue (not measured per request; `capsnet_queue_seconds` in /metrics has it), so
 refused inputs included. `execution_count` counts requests run: several capsnet requests can share one onnxruntime
 call in the batcher (`capsnet_batch_size` in /metrics counts those calls).
 """
+
 from __future__ import annotations
 
 import time
@@ -79,16 +80,28 @@ class ModelStats:
     def as_json(self, name: str, version: str) -> dict[str, Any]:
         zero = Duration().as_json()  # no response cache here
         return {
-            "name": name, "version": version, "last_inference": self.last_inference_ms,
-            "inference_count": self.inference_count, "execution_count": self.execution_count,
+            "name": name,
+            "version": version,
+            "last_inference": self.last_inference_ms,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
             "inference_stats": {
-                "success": self.success.as_json(), "fail": self.fail.as_json(), "queue": self.queue.as_json(),
-                "compute_input": self.compute_input.as_json(), "compute_infer": self.compute_infer.as_json(),
-                "compute_output": self.compute_output.as_json(), "cache_hit": zero, "cache_miss": zero,
+                "success": self.success.as_json(),
+                "fail": self.fail.as_json(),
+                "queue": self.queue.as_json(),
+                "compute_input": self.compute_input.as_json(),
+                "compute_infer": self.compute_infer.as_json(),
+                "compute_output": self.compute_output.as_json(),
+                "cache_hit": zero,
+                "cache_miss": zero,
             },
             "batch_stats": [
-                {"batch_size": n, "compute_input": b.compute_input.as_json(), "compute_infer": b.compute_infer.as_json(),
-                 "compute_output": b.compute_output.as_json()}
+                {
+                    "batch_size": n,
+                    "compute_input": b.compute_input.as_json(),
+                    "compute_infer": b.compute_infer.as_json(),
+                    "compute_output": b.compute_output.as_json(),
+                }
                 for n, b in sorted(self.batches.items())
             ],
         }

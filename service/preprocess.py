@@ -7,6 +7,7 @@ lines and frame edges dropped). Then MNIST's own recipe (LeCun et al.): the digi
 20x20 box keeping its aspect ratio (anti-aliased), then placed in 28x28 so that its centre of mass is at the centre.
 Everything here is a pure function of arrays (OpenCV for the image processing), so it is tested on arbitrary input.
 """
+
 from __future__ import annotations
 
 import functools
@@ -178,7 +179,9 @@ def strongest_group(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     strong = (signed >= 0.5 * _quantile(signed[mask > 0], 0.995)).ravel()
     mass = np.bincount(labels.ravel(), weights=np.where(strong, np.clip(signed, 0.0, 1.0).ravel(), 0.0), minlength=count)
     x, y, bw, bh = stats[:, 0], stats[:, 1], stats[:, 2], stats[:, 3]
-    edge = (((x == 0) | (x + bw == w)) & (bh >= 0.6 * h) & (bw <= 0.15 * w)) | (((y == 0) | (y + bh == h)) & (bw >= 0.6 * w) & (bh <= 0.15 * h))
+    edge = (((x == 0) | (x + bw == w)) & (bh >= 0.6 * h) & (bw <= 0.15 * w)) | (
+        ((y == 0) | (y + bh == h)) & (bw >= 0.6 * w) & (bh <= 0.15 * h)
+    )
     mass[0] = 0.0
     mass[edge] = 0.0
     main = int(mass.argmax())

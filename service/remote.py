@@ -13,6 +13,7 @@ when CAPSNET_ENGINE_URL is set, so a local service does not load it.
 A refused connection, a timeout or a 5xx from the engine is `EngineUnavailable`: a 503 with Retry-After, not a 500;
 the engine refusing a request (a 4xx) is a bug on this side and fails as any model error does (500).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from model import FP32_FILE
 from service.batcher import EngineUnavailable
 from service.card import ModelCard
 from service.engine import OUTPUTS, counterfactuals
@@ -78,9 +80,16 @@ def expected_signatures(card: ModelCard) -> dict[str, dict[str, dict[str, tuple[
     s, k, d, p = card.image_size, card.num_classes, card.digit_dim, card.num_primary
     image = ("FP32", (-1, 1, s, s))
     return {
-        "capsnet": {"inputs": {"image": image},
-                    "outputs": {"lengths": ("FP32", (-1, k)), "poses": ("FP32", (-1, k, d)), "reconstruction": image,
-                                "coupling": ("FP32", (-1, p, k)), "primary": ("FP32", (-1, p, card.primary_dim))}},
+        "capsnet": {
+            "inputs": {"image": image},
+            "outputs": {
+                "lengths": ("FP32", (-1, k)),
+                "poses": ("FP32", (-1, k, d)),
+                "reconstruction": image,
+                "coupling": ("FP32", (-1, p, k)),
+                "primary": ("FP32", (-1, p, card.primary_dim)),
+            },
+        },
         "decoder": {"inputs": {"digit": ("INT64", (-1,)), "pose": ("FP32", (-1, d))}, "outputs": {"reconstruction": image}},
     }
 
@@ -99,8 +108,10 @@ def check_metadata(name: str, metadata: dict[str, Any], card: ModelCard) -> Remo
             if name == "decoder" and tensor == "digit" and have == ("INT64", (-1, 1)):
                 have = ("INT64", (-1,))
             if have != (datatype, shape):
-                raise EngineMismatch(f"remote model '{name}' {side[:-1]} '{tensor}' is {have[0]} {list(have[1])}, "
-                                     f"the model card says {datatype} {list(shape)} (another model, or another export?)")
+                raise EngineMismatch(
+                    f"remote model '{name}' {side[:-1]} '{tensor}' is {have[0]} {list(have[1])}, "
+                    f"the model card says {datatype} {list(shape)} (another model, or another export?)"
+                )
             getattr(graph, side).append(_arg({"name": tensor, "datatype": datatype, "shape": list(shape)}))
     return graph
 
@@ -142,7 +153,8 @@ class RemoteEngine:
             import tritonclient.http as triton  # lazily: a local service never loads it
 
             client = self._local.client = triton.InferenceServerClient(
-                self.host, concurrency=1, connection_timeout=self.timeout_s, network_timeout=self.timeout_s)
+                self.host, concurrency=1, connection_timeout=self.timeout_s, network_timeout=self.timeout_s
+            )
         return client
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -192,10 +204,16 @@ class RemoteEngine:
         kinds = {g.get("kind") for g in config.get("instance_group", [])}
         self.device = {frozenset({"KIND_GPU"}): "GPU", frozenset({"KIND_CPU"}): "CPU"}.get(frozenset(kinds), "remote")
         self.model_file = config.get("default_model_filename") or "remote"
-        int8_file = (self.card.raw.get("int8") or {}).get("file")
-        self.precision = "int8" if self.model_file == int8_file else "fp32" if self.model_file == "capsnet.onnx" else "unknown"
-        log.info("engine %s: %s %s, capsnet on %s (%s)", self.url, self.server.get("name"), self.server.get("version"), self.device,
-                 self.model_file)
+        int8_file = self.card.int8.file if self.card.int8 else None
+        self.precision = "int8" if self.model_file == int8_file else "fp32" if self.model_file == FP32_FILE else "unknown"
+        log.info(
+            "engine %s: %s %s, capsnet on %s (%s)",
+            self.url,
+            self.server.get("name"),
+            self.server.get("version"),
+            self.device,
+            self.model_file,
+        )
 
     def ready(self, cached: bool = True) -> bool:
         """The engine's /v2/health/ready, checked at most once a second (READY_CACHE_S) unless `cached` is False."""
@@ -218,8 +236,9 @@ class RemoteEngine:
     def _infer(self, model: str, inputs: list[tuple[str, str, np.ndarray]], outputs: list[str]) -> dict[str, np.ndarray]:
         import tritonclient.http as triton
 
-        tensors = [triton.InferInput(name, list(arr.shape), datatype).set_data_from_numpy(arr, binary_data=True)
-                   for name, datatype, arr in inputs]
+        tensors = [
+            triton.InferInput(name, list(arr.shape), datatype).set_data_from_numpy(arr, binary_data=True) for name, datatype, arr in inputs
+        ]
         wanted = [triton.InferRequestedOutput(name, binary_data=True) for name in outputs]
         result = self._call(f"{model} inference", lambda c: c.infer(model, tensors, outputs=wanted))
         return {name: result.as_numpy(name) for name in outputs}
@@ -234,8 +253,9 @@ class RemoteEngine:
         """digits int64 [N], poses float32 [N,16] -> [N,1,S,S]. `digit` goes as [N,1], which both Triton (dims [1], reshaped)
         and this service (which also takes [N]) accept."""
         digit = np.ascontiguousarray(digits, np.int64).reshape(-1, 1)
-        return self._infer("decoder", [("digit", "INT64", digit), ("pose", "FP32", np.ascontiguousarray(poses, np.float32))],
-                           ["reconstruction"])["reconstruction"]
+        return self._infer(
+            "decoder", [("digit", "INT64", digit), ("pose", "FP32", np.ascontiguousarray(poses, np.float32))], ["reconstruction"]
+        )["reconstruction"]
 
     def warm_up(self, runs: int) -> float | None:
         """A round trip per run through both models, so the first request does not find the connection cold. Nothing

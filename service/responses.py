@@ -1,4 +1,5 @@
 """JSON responses serialised by orjson straight from numpy: a prediction carries ~1,900 numbers."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -4,6 +4,7 @@ The trace takes the primary capsules the served graph already computed (its `pri
 not run again: what it adds to a request is u_hat (1.5M multiply-adds) and R routing iterations, on one CPU thread,
 whichever engine (local or remote) ran the convolutions. Iteration `trained` (3) is the served prediction.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,14 +52,17 @@ class Tracer:
             "trained": self.trained,
             "capsule_type": "mean" if capsule_type is None else capsule_type,
             "uniform_coupling": 1.0 / k,
-            "iterations": [{
-                "iteration": r + 1,
-                "lengths": rounded(trace["lengths"][i, r]),
-                "coupling_grid": rounded(coupling[r]),
-                "agreement_grid": rounded(agreement[r]),
-                "coupling_range": [float(coupling[r].min()), float(coupling[r].max())],
-                "agreement_range": [float(agreement[r].min()), float(agreement[r].max())],
-            } for r in range(self.iterations)],
+            "iterations": [
+                {
+                    "iteration": r + 1,
+                    "lengths": rounded(trace["lengths"][i, r]),
+                    "coupling_grid": rounded(coupling[r]),
+                    "agreement_grid": rounded(agreement[r]),
+                    "coupling_range": [float(coupling[r].min()), float(coupling[r].max())],
+                    "agreement_range": [float(agreement[r].min()), float(agreement[r].max())],
+                }
+                for r in range(self.iterations)
+            ],
         }
 
     def capsule_type(self, value: str | None) -> int | None:
@@ -77,14 +81,14 @@ class Tracer:
 
 def load_tracer(weights_dir: Path, card: ModelCard) -> Tracer | None:
     """None (and a warning) when the card has no routing section: ?include=routing then answers 404."""
-    section = card.raw.get("routing")
+    section = card.routing
     if not section:
         log.warning("the model card has no routing trace (run `python -m model.routing`): ?include=routing is off")
         return None
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1  # a few hundred microseconds of work: a second thread's hand-offs would cost more
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    path = weights_dir / section["file"]
+    path = weights_dir / section.file
     if not path.is_file():  # only a remote engine's front gets here (a local one verified every file): it may hold just the card
         log.warning("%s is not here: ?include=routing is off", path)
         return None
@@ -92,4 +96,4 @@ def load_tracer(weights_dir: Path, card: ModelCard) -> Tracer | None:
         session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types for missing or corrupt files
         raise WeightsError(f"{path}: onnxruntime cannot load it: {e}") from e
-    return Tracer(session, card, int(section["iterations"]), int(section["trained"]))
+    return Tracer(session, card, section.iterations, section.trained)

@@ -6,6 +6,7 @@ a schema states a size or a limit (a pose's 16 numbers within +-10, at most 41 d
 the committed model and the settings' defaults; the check at request time is what honours another
 card or a changed setting (CAPSNET_MAX_ABS_POSE, CAPSNET_MAX_DELTAS), with its own message.
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
@@ -32,7 +33,9 @@ EXAMPLE_PNG = "iVBORw0KGgoAAAANSUhEUgAAABwAAAAcCAAAAABXZoBIAAAAEElEQVR42mNgGAWjY
 class PredictJSON(BaseModel):
     """Exactly one of `image` (base64 or data: URL of PNG/JPEG/GIF/BMP/WebP) or `pixels` (28x28 in [0,1])."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"image": "data:image/png;base64," + EXAMPLE_PNG}, {"pixels": [ROW] * 28}]})
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"image": "data:image/png;base64," + EXAMPLE_PNG}, {"pixels": [ROW] * 28}]}
+    )
 
     image: str | None = Field(None, description="base64 or data: URL of an image; preprocessed to look like MNIST")
     pixels: list[list[Unit]] | None = Field(None, description="28x28, 0 background, 1 ink; fed to the network as is")
@@ -82,11 +85,16 @@ MAX_TRANSFORMS = 64
 class ProbeJSON(PredictJSON):
     """One input (`image` or `pixels`, as /predict takes them) and the transforms to apply to what the network sees."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"pixels": [ROW] * 28, "transforms": [{"rotate": -30}, {}, {"rotate": 30}, {"scale": 0.8, "shear": 15}]}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"pixels": [ROW] * 28, "transforms": [{"rotate": -30}, {}, {"rotate": 30}, {"scale": 0.8, "shear": 15}]}]
+        },
+    )
 
-    transforms: list[Transform] = Field(min_length=1, max_length=MAX_TRANSFORMS,
-                                        description=f"1 to {MAX_TRANSFORMS} transforms; {{}} is the identity")
+    transforms: list[Transform] = Field(
+        min_length=1, max_length=MAX_TRANSFORMS, description=f"1 to {MAX_TRANSFORMS} transforms; {{}} is the identity"
+    )
 
 
 class ProbeResult(BaseModel):
@@ -112,10 +120,12 @@ class ModelInfo(BaseModel):
 class RoutingIteration(BaseModel):
     iteration: int = Field(description="1-based; iteration 1 has uniform coupling (b = 0)", ge=1)
     lengths: list[float] = Field(description="[10] digit capsule lengths after this iteration")
-    coupling_grid: list[list[list[float]]] = Field(description="[10][6][6] coupling c_ij to each digit at each primary-capsule position "
-                                                               "(mean over the 32 types, or of `capsule_type`)")
-    agreement_grid: list[list[list[float]]] = Field(description="[10][6][6] agreement u_hat_j|i . v_j, what this iteration adds to the "
-                                                                "routing logits for the next")
+    coupling_grid: list[list[list[float]]] = Field(
+        description="[10][6][6] coupling c_ij to each digit at each primary-capsule position (mean over the 32 types, or of `capsule_type`)"
+    )
+    agreement_grid: list[list[list[float]]] = Field(
+        description="[10][6][6] agreement u_hat_j|i . v_j, what this iteration adds to the routing logits for the next"
+    )
     coupling_range: list[float] = Field(description="[min, max] of coupling_grid", min_length=2, max_length=2)
     agreement_range: list[float] = Field(description="[min, max] of agreement_grid", min_length=2, max_length=2)
 
@@ -135,24 +145,47 @@ class Prediction(BaseModel):
     input: Picture = Field(description="the 28x28 image the network saw, after preprocessing")
     model: ModelInfo
     blank: bool = Field(description="no ink found in the input: nothing was drawn or the paper is empty (then is_digit is false)")
-    is_digit: bool = Field(description="the input is explained by a digit capsule: the winner is long enough and its reconstruction "
-                                       "matches the input (the rule and its calibration on MNIST are in the model card, `is_digit`)")
-    recon_errors: list[float] = Field(description="[10] counterfactual reconstruction error of each digit capsule: the decoder run on "
-                                                  "capsule k's own pose, sum of squared differences to the input divided by the input's "
-                                                  "sum of squares (0 is a perfect match, 1 as bad as an empty image)")
-    counterfactuals: list[str] | None = Field(None, description="with ?include=counterfactuals: [10] base64 28x28 PNGs, the decoder's "
-                                                                "image from each digit capsule's own pose")
-    coupling: list[list[float]] | None = Field(None, description="with ?include=coupling: c_ij [1152][10]; primary capsule i = channel*36 + row*6 + col")
-    coupling_grid: list[list[list[float]]] | None = Field(None, description="with ?include=coupling: [10][6][6] mean c_ij over the 32 capsule types at each position")
-    routing: Routing | None = Field(None, description="with ?include=routing: every iteration of dynamic routing, run past the trained "
-                                                      "number (the model card's `routing` section says how many)")
+    is_digit: bool = Field(
+        description="the input is explained by a digit capsule: the winner is long enough and its reconstruction "
+        "matches the input (the rule and its calibration on MNIST are in the model card, `is_digit`)"
+    )
+    recon_errors: list[float] = Field(
+        description="[10] counterfactual reconstruction error of each digit capsule: the decoder run on "
+        "capsule k's own pose, sum of squared differences to the input divided by the input's "
+        "sum of squares (0 is a perfect match, 1 as bad as an empty image)"
+    )
+    counterfactuals: list[str] | None = Field(
+        None, description="with ?include=counterfactuals: [10] base64 28x28 PNGs, the decoder's image from each digit capsule's own pose"
+    )
+    coupling: list[list[float]] | None = Field(
+        None, description="with ?include=coupling: c_ij [1152][10]; primary capsule i = channel*36 + row*6 + col"
+    )
+    coupling_grid: list[list[list[float]]] | None = Field(
+        None, description="with ?include=coupling: [10][6][6] mean c_ij over the 32 capsule types at each position"
+    )
+    routing: Routing | None = Field(
+        None,
+        description="with ?include=routing: every iteration of dynamic routing, run past the trained "
+        "number (the model card's `routing` section says how many)",
+    )
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "prediction": 7, "lengths": [0.01, 0.02, 0.03, 0.02, 0.01, 0.02, 0.01, 0.97, 0.02, 0.05],
-        "poses": [EXAMPLE_POSE] * 10, "blank": False, "is_digit": True,
-        "recon_errors": [0.81, 0.74, 0.69, 0.72, 0.77, 0.71, 0.83, 0.12, 0.66, 0.58], "reconstruction": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},
-        "input": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},
-        "model": {"name": "capsnet-mnist", "version": "12ep-1a2b3c4d", "provider": "CPUExecutionProvider", "precision": "fp32"}}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "prediction": 7,
+                    "lengths": [0.01, 0.02, 0.03, 0.02, 0.01, 0.02, 0.01, 0.97, 0.02, 0.05],
+                    "poses": [EXAMPLE_POSE] * 10,
+                    "blank": False,
+                    "is_digit": True,
+                    "recon_errors": [0.81, 0.74, 0.69, 0.72, 0.77, 0.71, 0.83, 0.12, 0.66, 0.58],
+                    "reconstruction": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},
+                    "input": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},
+                    "model": {"name": "capsnet-mnist", "version": "12ep-1a2b3c4d", "provider": "CPUExecutionProvider", "precision": "fp32"},
+                }
+            ]
+        }
+    )
 
 
 class BatchPrediction(BaseModel):
@@ -171,12 +204,19 @@ class Reconstruction(BaseModel):
 
 
 class PerturbRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"digit": 3, "pose": EXAMPLE_POSE, "deltas": [-0.25, -0.2, -0.15, -0.1, -0.05, 0.0, 0.05, 0.1, 0.15, 0.2, 0.25]}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"digit": 3, "pose": EXAMPLE_POSE, "deltas": [-0.25, -0.2, -0.15, -0.1, -0.05, 0.0, 0.05, 0.1, 0.15, 0.2, 0.25]}]
+        },
+    )
 
     digit: Digit
     pose: Pose = Field(description=f"{POSE_DIM} finite numbers within +-{MAX_ABS_POSE:g}: the pose to perturb")
-    deltas: Deltas | None = Field(None, description=f"added to each dimension in turn: 1 to {MAX_DELTAS} values within +-{MAX_ABS_POSE:g}; "
-                                                    "default -0.25..0.25 step 0.05")
+    deltas: Deltas | None = Field(
+        None,
+        description=f"added to each dimension in turn: 1 to {MAX_DELTAS} values within +-{MAX_ABS_POSE:g}; default -0.25..0.25 step 0.05",
+    )
 
 
 class Grid(BaseModel):
@@ -191,20 +231,30 @@ class Perturbation(BaseModel):
     deltas: list[float]
     grid: Grid
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"digit": 3, "deltas": [-0.25, 0.0, 0.25], "grid": {"png": EXAMPLE_PNG, "rows": 16, "cols": 3, "tile": 28}}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"digit": 3, "deltas": [-0.25, 0.0, 0.25], "grid": {"png": EXAMPLE_PNG, "rows": 16, "cols": 3, "tile": 28}}]
+        }
+    )
 
 
 class FieldError(BaseModel):
-    loc: list[str | int] = Field(description="where in the request: `body`, then field names and list indices", examples=[["body", "digit"]])
+    loc: list[str | int] = Field(
+        description="where in the request: `body`, then field names and list indices", examples=[["body", "digit"]]
+    )
     msg: str = Field(examples=["Input should be less than or equal to 9"])
     type: str = Field(description="pydantic's error type", examples=["less_than_equal"])
 
 
 class ErrorBody(BaseModel):
-    error: str = Field(description="one code per kind of mistake: bad_request, bad_input, bad_json, too_large, unsupported_media_type, "
-                                   "invalid, not_found, method_not_allowed, overloaded, not_ready, inference_failed, internal",
-                       examples=["invalid"])
-    detail: str = Field(description="what to change; an item of a batch is named first (`image 2: ...`)", examples=["pose: 16 numbers expected, got 3"])
+    error: str = Field(
+        description="one code per kind of mistake: bad_request, bad_input, bad_json, too_large, unsupported_media_type, "
+        "invalid, not_found, method_not_allowed, overloaded, not_ready, inference_failed, internal",
+        examples=["invalid"],
+    )
+    detail: str = Field(
+        description="what to change; an item of a batch is named first (`image 2: ...`)", examples=["pose: 16 numbers expected, got 3"]
+    )
     errors: list[FieldError] | None = Field(None, description="with 422 from validation: each field that failed (at most 20)")
     id: str | None = Field(None, description="with 500: quote it when reporting the failure", examples=["3f2a9c1b7d4e"])
 
@@ -237,15 +287,42 @@ class Batching(BaseModel):
 class ServedModel(BaseModel):
     """The model card (every field of weights/model-card.json) and how this process serves it."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
-        "name": "capsnet-mnist", "version": "12ep-1a2b3c4d", "provider": "CPUExecutionProvider", "device": "CPU", "precision": "int8",
-        "model_file": "capsnet-int8.onnx", "session_providers": ["CPUExecutionProvider"], "available_providers": ["CPUExecutionProvider"],
-        "engine": {"kind": "local"},
-        "input_spec": {"name": "image", "type": "tensor(float)", "shape": [None, 1, 28, 28]},
-        "limits": {"max_body_bytes": 16777216, "max_image_pixels": 16000000, "max_batch_items": 64, "max_deltas": MAX_DELTAS,
-                   "max_abs_pose": MAX_ABS_POSE, "max_json_depth": 32, "request_timeout_s": 10.0},
-        "batching": {"max_batch": 32, "max_wait_ms": 0.0, "max_queue": 512, "batches_in_flight": 1, "intra_op_threads": "one per core",
-                     "intra_op_threads_under_load": 1}}]})
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "capsnet-mnist",
+                    "version": "12ep-1a2b3c4d",
+                    "provider": "CPUExecutionProvider",
+                    "device": "CPU",
+                    "precision": "int8",
+                    "model_file": "capsnet-int8.onnx",
+                    "session_providers": ["CPUExecutionProvider"],
+                    "available_providers": ["CPUExecutionProvider"],
+                    "engine": {"kind": "local"},
+                    "input_spec": {"name": "image", "type": "tensor(float)", "shape": [None, 1, 28, 28]},
+                    "limits": {
+                        "max_body_bytes": 16777216,
+                        "max_image_pixels": 16000000,
+                        "max_batch_items": 64,
+                        "max_deltas": MAX_DELTAS,
+                        "max_abs_pose": MAX_ABS_POSE,
+                        "max_json_depth": 32,
+                        "request_timeout_s": 10.0,
+                    },
+                    "batching": {
+                        "max_batch": 32,
+                        "max_wait_ms": 0.0,
+                        "max_queue": 512,
+                        "batches_in_flight": 1,
+                        "intra_op_threads": "one per core",
+                        "intra_op_threads_under_load": 1,
+                    },
+                }
+            ]
+        },
+    )
 
     name: str
     version: str
@@ -257,8 +334,10 @@ class ServedModel(BaseModel):
     model_file: str = Field(description="the capsnet ONNX file being served")
     session_providers: list[str]
     available_providers: list[str] = Field(description="what this onnxruntime build offers")
-    engine: dict[str, Any] = Field(description='where the models run: {"kind": "local"}, or with CAPSNET_ENGINE_URL '
-                                               '{"kind": "remote", "url", "server": the engine\'s GET /v2}')
+    engine: dict[str, Any] = Field(
+        description='where the models run: {"kind": "local"}, or with CAPSNET_ENGINE_URL '
+        '{"kind": "remote", "url", "server": the engine\'s GET /v2}'
+    )
     input_spec: InputSpec
     limits: Limits
     batching: Batching
@@ -285,6 +364,7 @@ ERRORS = {
 
 
 # ---- the Open Inference Protocol (KServe v2 / Triton): service/routers/oip.py ----
+
 
 class OIPErrorBody(BaseModel):
     """The protocol's own error body, not ErrorBody: what tritonclient and KServe's clients read on /v2."""
@@ -329,10 +409,20 @@ class InferenceRequest(BaseModel):
     """Inputs are the model's own tensors, fed as they are (no preprocessing): `capsnet` takes `image` FP32 [N,1,28,28]
     in [0,1], `decoder` takes `digit` INT64 [N] (or [N,1]) and `pose` FP32 [N,16]. No `outputs`: every output."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [
-        {"id": "42", "inputs": [{"name": "digit", "shape": [1], "datatype": "INT64", "data": [3]},
-                                {"name": "pose", "shape": [1, POSE_DIM], "datatype": "FP32", "data": EXAMPLE_POSE}],
-         "outputs": [{"name": "reconstruction"}]}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "42",
+                    "inputs": [
+                        {"name": "digit", "shape": [1], "datatype": "INT64", "data": [3]},
+                        {"name": "pose", "shape": [1, POSE_DIM], "datatype": "FP32", "data": EXAMPLE_POSE},
+                    ],
+                    "outputs": [{"name": "reconstruction"}],
+                }
+            ]
+        }
+    )
 
     id: str | None = Field(None, description="echoed in the response")
     parameters: dict[str, Any] | None = Field(None, description="`binary_data_output`: true for every output in binary")
@@ -370,6 +460,8 @@ class TritonModelConfig(BaseModel):
 
 
 class ModelStatistics(BaseModel):
-    model_stats: list[dict[str, Any]] = Field(description="per model and version: name, version, last_inference, inference_count, "
-                                                          "execution_count, inference_stats {success, fail, queue, compute_input, "
-                                                          "compute_infer, compute_output: {count, ns}}, batch_stats")
+    model_stats: list[dict[str, Any]] = Field(
+        description="per model and version: name, version, last_inference, inference_count, "
+        "execution_count, inference_stats {success, fail, queue, compute_input, "
+        "compute_infer, compute_output: {count, ns}}, batch_stats"
+    )

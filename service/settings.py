@@ -1,9 +1,9 @@
 """Every knob of the service, read from environment variables prefixed CAPSNET_ (e.g. CAPSNET_PORT=8080)."""
+
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -22,31 +22,69 @@ class Settings(BaseSettings):
     templates_dir: Path = Field(ROOT / "templates", description="the page's jinja2 templates")
     log_level: str = Field("info", description="logging level")
 
-    precision: Literal["auto", "fp32", "int8"] = Field("auto", description="capsnet model: fp32, int8, or auto (on the CPU, int8 when the model card says it met both bars: no more than 0.05 points of accuracy lost, faster, no non-finite output; on CUDA, fp32)")
+    precision: Literal["auto", "fp32", "int8"] = Field(
+        "auto",
+        description="capsnet model: fp32, int8, or auto (on the CPU, int8 when the model card says it met both bars: no more than "
+        "0.05 points of accuracy lost, faster, no non-finite output; on CUDA, fp32)",
+    )
     providers: str = Field("cuda,cpu", description="execution providers in order of preference: cuda, cpu")
-    engine_url: str | None = Field(None, description="base URL of an Open Inference Protocol server (Triton, KServe, another instance of this service) that runs both models instead of this process, e.g. http://triton:8000 (service/remote.py)")
-    engine_timeout_s: float = Field(10.0, gt=0, description="with engine_url: connect and network timeout of each call to the engine (then 503 engine_unavailable)")
-    engine_start_timeout_s: float = Field(120.0, ge=0, description="with engine_url: how long start-up waits for the engine to be ready before the process exits (0: forever)")
-    intra_op_threads: int = Field(0, ge=0, description="onnxruntime intra-op threads for a batch run while no other request is in flight (0: one per physical core)")
-    intra_op_threads_busy: int = Field(1, ge=0, description="intra-op threads for a batch run while other requests are in flight, so the event loop keeps a core (0: as intra_op_threads)")
+    engine_url: str | None = Field(
+        None,
+        description="base URL of an Open Inference Protocol server (Triton, KServe, another instance of this service) that runs "
+        "both models instead of this process, e.g. http://triton:8000 (service/remote.py)",
+    )
+    engine_timeout_s: float = Field(
+        10.0, gt=0, description="with engine_url: connect and network timeout of each call to the engine (then 503 engine_unavailable)"
+    )
+    engine_start_timeout_s: float = Field(
+        120.0, ge=0, description="with engine_url: how long start-up waits for the engine to be ready before the process exits (0: forever)"
+    )
+    intra_op_threads: int = Field(
+        0, ge=0, description="onnxruntime intra-op threads for a batch run while no other request is in flight (0: one per physical core)"
+    )
+    intra_op_threads_busy: int = Field(
+        1,
+        ge=0,
+        description="intra-op threads for a batch run while other requests are in flight, so the event loop keeps a core "
+        "(0: as intra_op_threads)",
+    )
 
     max_batch: int = Field(32, ge=1, le=1024, description="most images the batcher runs in one session call")
     max_wait_ms: float = Field(0.0, ge=0, le=1000, description="how long the batcher waits to fill a batch (0: takes what is queued)")
-    workers: int = Field(0, ge=0, le=64, description="batches the model runs at once, each on its own thread (0: as many as keep the model level with the event loop, from a timing at start-up)")
+    workers: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="batches the model runs at once, each on its own thread (0: as many as keep the model level with the event "
+        "loop, from a timing at start-up)",
+    )
     max_queue: int = Field(512, ge=1, description="images waiting for the model before requests get 503")
     request_timeout_s: float = Field(10.0, gt=0, description="longest a request may wait for the model (then 503)")
 
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="largest request body (413 past it): a 12 MP phone JPEG is 2-8 MB")
-    max_image_pixels: int = Field(16_000_000, ge=1, description="largest width x height of an upload (413 past it)")
-    inline_decode_pixels: int = Field(4096, ge=0, description="uploads of up to this many pixels in all (an MNIST-sized image, ~0.3 ms) are decoded and preprocessed on the event loop; larger ones in the decode pool")
+    # checked from the header before decoding (imaging.open_image); capped below Pillow's own decompression-bomb guard
+    # (Image.MAX_IMAGE_PIXELS, left at its default: no process-wide state set per app), which would refuse first otherwise
+    max_image_pixels: int = Field(16_000_000, ge=1, le=89_478_485, description="largest width x height of an upload (413 past it)")
+    inline_decode_pixels: int = Field(
+        4096,
+        ge=0,
+        description="uploads of up to this many pixels in all (an MNIST-sized image, ~0.3 ms) are decoded and preprocessed on "
+        "the event loop; larger ones in the decode pool",
+    )
     decode_workers: int = Field(2, ge=1, le=64, description="threads that decode and preprocess larger uploads")
-    decode_pool_pixels: int = Field(64_000_000, ge=1, description="decoded pixels the decode pool holds, running and waiting (four of the largest legal uploads); past it, 503")
+    decode_pool_pixels: int = Field(
+        64_000_000,
+        ge=1,
+        description="decoded pixels the decode pool holds, running and waiting (four of the largest legal uploads); past it, 503",
+    )
     max_batch_items: int = Field(64, ge=1, description="most images in one /predict/batch request")
     max_deltas: int = Field(41, ge=1, description="most deltas in one /perturb request")
     max_json_depth: int = Field(32, ge=4, description="deepest JSON nesting accepted")
     max_abs_pose: float = Field(10.0, gt=0, description="largest |value| of a pose dimension or delta")
 
-    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list, description="comma-separated origins allowed by CORS (none by default)")
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="comma-separated origins allowed by CORS (none by default)"
+    )
     graceful_timeout_s: float = Field(20.0, ge=0, description="how long SIGTERM waits for in-flight requests")
     warmup_runs: int = Field(3, ge=0, description="inference runs before /readyz says ready")
 

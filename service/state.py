@@ -1,4 +1,5 @@
 """What the lifespan builds and the routes use, reached through FastAPI dependencies."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -8,6 +8,7 @@ pool of threads that holds a bounded number of pixels: when it is full the reque
 at once, as a full model queue is. Pillow, OpenCV and numpy release the GIL in their heavy loops, so
 the event loop keeps answering while the pool works.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -45,7 +46,9 @@ class DecodePool:
     async def run(self, fn: Callable[[], T], pixels: int) -> T:
         with self._lock:
             if self._pixels and self._pixels + pixels > self.max_pixels:
-                raise Overloaded(f"image decoding is busy ({self._pixels} pixels of uploads in progress, limit {self.max_pixels}); retry shortly")
+                raise Overloaded(
+                    f"image decoding is busy ({self._pixels} pixels of uploads in progress, limit {self.max_pixels}); retry shortly"
+                )
             self._pixels += pixels
         fut = self._executor.submit(fn)
         fut.add_done_callback(lambda _: self._release(pixels))

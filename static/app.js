@@ -6,17 +6,18 @@
  * Requests are coalesced per endpoint (see Channel): at most one in flight, the newest wish replaces
  * any queued one, and an answer older than the last one shown (or made stale by Clear) is dropped.
  */
+import { Channel } from "./channel.js";
+
 (function () {
   "use strict";
 
   var app = document.getElementById("app");
   var CFG = {
-    numClasses: parseInt(app.dataset.numClasses, 10) || 10,
-    digitDim: parseInt(app.dataset.digitDim, 10) || 16,
-    imageSize: parseInt(app.dataset.imageSize, 10) || 28,
-    primaryGrid: parseInt(app.dataset.primaryGrid, 10) || 6,
-    device: app.dataset.device || "",
-    provider: app.dataset.provider || ""
+    numClasses: parseInt(app.dataset.numClasses, 10), // sizes from the model card (service/routers/page.py)
+    digitDim: parseInt(app.dataset.digitDim, 10),
+    imageSize: parseInt(app.dataset.imageSize, 10),
+    primaryStride: parseInt(app.dataset.primaryStride, 10),
+    device: app.dataset.device
   };
   var LIVE_INTERVAL_MS = 100; // predictions while a stroke is being drawn
   var PREDICT_PATH = "/predict?include=counterfactuals,routing";
@@ -29,7 +30,6 @@
   var els = {
     canvas: $("draw-canvas"),
     canvasWrap: $("canvas-wrap"),
-    hint: $("canvas-hint"),
     clear: $("clear"),
     undo: $("undo"),
     upload: $("upload"),
@@ -131,65 +131,28 @@
     });
   }
 
-  /* A Channel runs one request at a time. ask(job) queues a job (a function returning a
-   * {path, body} or null); a queued job not yet started is replaced by a newer one. Answers are
-   * numbered: one older than the newest answer shown, or older than the last invalidate(), is dropped. */
-  function Channel(onAnswer, onError) {
-    this.onAnswer = onAnswer;
-    this.onError = onError;
-    this.pending = null;
-    this.busy = false;
-    this.seq = 0;
-    this.shown = 0;
-    this.validFrom = 0;
+  // One Channel per endpoint (static/channel.js): at most one request in flight, the newest wish wins.
+  function channel(onAnswer, onError) {
+    return new Channel(function (req) { return api(req.path, req.body); }, onAnswer, onError);
   }
-  Channel.prototype.ask = function (job) {
-    this.pending = job;
-    this.pump();
-  };
-  Channel.prototype.invalidate = function () {
-    this.pending = null;
-    this.validFrom = this.seq + 1;
-  };
-  Channel.prototype.idle = function () { return !this.busy && !this.pending; };
-  Channel.prototype.pump = function () {
-    if (this.busy || !this.pending) return;
-    var req = this.pending();
-    this.pending = null;
-    if (!req) return;
-    var self = this;
-    var n = ++this.seq;
-    this.busy = true;
-    api(req.path, req.body).then(function (data) {
-      if (n >= self.validFrom && n > self.shown) {
-        self.shown = n;
-        self.onAnswer(data, req);
-      }
-    }, function (err) {
-      if (n >= self.validFrom) self.onError(err, req);
-    }).then(function () {
-      self.busy = false;
-      self.pump();
-    });
-  };
 
   function setStatus(text, isError) {
     els.status.textContent = text;
     els.status.classList.toggle("is-error", !!isError);
   }
 
-  var predictChannel = new Channel(showPrediction, function (err, req) {
+  var predictChannel = channel(showPrediction, function (err, req) {
     // A failed upload (or finished stroke) must not leave the previous answer on show as if it were this one's.
     if (req.final) clearResult("No result");
     setStatus("Could not classify: " + err.message, true);
   });
-  var reconstructChannel = new Channel(function (data, req) {
+  var reconstructChannel = channel(function (data, req) {
     setImage(els.reconstruction, data.reconstruction.png);
     els.reconDigit.textContent = String(req.digit);
   }, function (err) {
     setStatus("Could not reconstruct: " + err.message, true);
   });
-  var perturbChannel = new Channel(function (data) {
+  var perturbChannel = channel(function (data) {
     setImage(els.perturbGrid, data.grid.png);
     els.figureDigit.textContent = String(data.digit);
   }, function (err) {
@@ -660,7 +623,7 @@
     els.iterationOut.textContent = it + " of " + n + (it === rt.trained ? " (trained)" : it > rt.trained ? " (beyond training)" : "");
     // Primary capsule (row, col) sees input pixels 2*row .. 2*row+16 (conv 9x9, then 9x9 stride 2):
     // its cell is drawn 2x2 input pixels wide, centred on that receptive field.
-    var px = size / CFG.imageSize, stride = 2, first = (CFG.imageSize - stride * g) / 2;
+    var px = size / CFG.imageSize, stride = CFG.primaryStride, first = (CFG.imageSize - stride * g) / 2;
     for (var y = 0; y < g; y++) {
       for (var x = 0; x < g; x++) {
         c.fillStyle = colourOf(view, grid[y][x], sc);
@@ -792,7 +755,7 @@
 
   function probeBody(transforms) { return { pixels: state.result.input.pixels, transforms: transforms }; }
 
-  var probeChannel = new Channel(function (data) {
+  var probeChannel = channel(function (data) {
     var res = data.results[0], k = state.selected === null ? res.prediction : state.selected;
     setImage(probe.input, res.input);
     var base = state.result.lengths[k];
@@ -801,7 +764,7 @@
     showLengthsIn(probe.bars, res.lengths);
   }, function (err) { probe.verdict.textContent = "Probe failed: " + err.message; });
 
-  var sweepChannel = new Channel(function (data, req) {
+  var sweepChannel = channel(function (data, req) {
     sweep = { axis: req.axis, values: req.values, results: data.results };
     drawProbePlot();
   }, function (err) { probe.summary.textContent = "Sweep failed: " + err.message; });

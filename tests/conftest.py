@@ -1,5 +1,6 @@
 """Shared paths. Tests run from any directory; MNIST (../shared/data/mnist) is optional and only the
 committed-accuracy test uses it."""
+
 from __future__ import annotations
 
 import sys

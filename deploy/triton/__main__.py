@@ -7,6 +7,7 @@
 
 The committed deploy/triton/model_repository is this command's output with its defaults.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,17 +33,31 @@ def decoder_max_batch(card_classes: int, digit_dim: int, capsnet_max_batch: int)
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--weights", type=Path, default=REPO / "weights", help="the ONNX files and model-card.json (default: weights/)")
-    p.add_argument("--out", type=Path, default=COMMITTED,
-                   help="the model repository to write (default: deploy/triton/model_repository)")
+    p.add_argument("--out", type=Path, default=COMMITTED, help="the model repository to write (default: deploy/triton/model_repository)")
     p.add_argument("--kind", choices=["gpu", "cpu"], default="gpu", help="instance_group kind (default: gpu)")
-    p.add_argument("--precision", choices=["auto", "fp32", "int8"], default="auto",
-                   help="the network's file, chosen as CAPSNET_PRECISION is (default: auto: fp32 on gpu, int8 on cpu if the card allows)")
-    p.add_argument("--tensorrt-fp16", action="store_true",
-                   help="ask ONNX Runtime for its TensorRT execution provider at FP16 on GPU instances (default: off, CUDA provider at FP32)")
-    p.add_argument("--max-batch", type=int, default=DEFAULTS["max_batch"].default,
-                   help="the network's max_batch_size (default: the service's CAPSNET_MAX_BATCH default)")
-    p.add_argument("--max-queue-delay-us", type=int, default=0,
-                   help="how long the dynamic batcher waits to fill a batch (default: 0, it takes what is queued)")
+    p.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "int8"],
+        default="auto",
+        help="the network's file, chosen as CAPSNET_PRECISION is (default: auto: fp32 on gpu, int8 on cpu if the card allows)",
+    )
+    p.add_argument(
+        "--tensorrt-fp16",
+        action="store_true",
+        help="ask ONNX Runtime for its TensorRT execution provider at FP16 on GPU instances (default: off, CUDA provider at FP32)",
+    )
+    p.add_argument(
+        "--max-batch",
+        type=int,
+        default=DEFAULTS["max_batch"].default,
+        help="the network's max_batch_size (default: the service's CAPSNET_MAX_BATCH default)",
+    )
+    p.add_argument(
+        "--max-queue-delay-us",
+        type=int,
+        default=0,
+        help="how long the dynamic batcher waits to fill a batch (default: 0, it takes what is queued)",
+    )
     p.add_argument("--instances", type=int, default=1, help="model instances per device (default: 1)")
     p.add_argument("--copy", action="store_true", help="copy the ONNX files instead of linking them (default: relative symlinks)")
     return p.parse_args(argv)
@@ -54,8 +69,13 @@ def main(argv: list[str] | None = None) -> list[Path]:
     if args.copy and args.out.resolve() == COMMITTED.resolve():
         raise SystemExit(f"--copy would put {COMMITTED.relative_to(REPO)} under git as copies of the weights; pass --out elsewhere")
     card = load_card(args.weights)
-    serving = Serving(max_batch_size=args.max_batch, kind=args.kind, instances=args.instances, max_queue_delay_us=args.max_queue_delay_us,
-                      tensorrt_fp16=args.tensorrt_fp16)
+    serving = Serving(
+        max_batch_size=args.max_batch,
+        kind=args.kind,
+        instances=args.instances,
+        max_queue_delay_us=args.max_queue_delay_us,
+        tensorrt_fp16=args.tensorrt_fp16,
+    )
     models = plan(card, args.precision, serving, decoder_max_batch(card.num_classes, card.digit_dim, args.max_batch))
     return write_repository(args.weights, card, args.out, models, copy=args.copy)
 

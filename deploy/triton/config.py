@@ -3,6 +3,7 @@
 Field names and meanings: Triton's model_configuration.md and model_config.proto (the ModelConfig message that
 tritonclient.grpc.model_config_pb2 is generated from); the TensorRT options: Triton's optimization.md.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -97,7 +98,8 @@ def build_config(name: str, signature: Signature, serving: Serving) -> mc.ModelC
     _warmup(config, signature, sorted({serving.max_batch_size, 1}, reverse=True))
     if serving.tensorrt_fp16:
         config.optimization.execution_accelerators.gpu_execution_accelerator.add(
-            name="tensorrt", parameters={"precision_mode": "FP16", "max_workspace_size_bytes": str(TENSORRT_WORKSPACE_BYTES)})
+            name="tensorrt", parameters={"precision_mode": "FP16", "max_workspace_size_bytes": str(TENSORRT_WORKSPACE_BYTES)}
+        )
     return config
 
 

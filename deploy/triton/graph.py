@@ -1,4 +1,5 @@
 """What an ONNX graph declares at its edges: each input's and output's name, element type and shape."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

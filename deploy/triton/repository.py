@@ -4,6 +4,7 @@ The model.onnx files are relative symbolic links into weights/ by default, so th
 weights to git and follows every re-export; `copy=True` writes real files, for object storage (KServe's storageUri)
 or anything else that does not follow links. Either way the files are checked against the card's sha256 first.
 """
+
 from __future__ import annotations
 
 import logging
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from deploy.triton.config import Serving, build_config, to_pbtxt
 from deploy.triton.graph import read_signature
+from model import DECODER_FILE
 from service.card import ModelCard, choose_precision, model_file_for, verify_files
 
 log = logging.getLogger("capsnet.deploy.triton")
@@ -40,7 +42,7 @@ def plan(card: ModelCard, precision: str, serving: Serving, decoder_max_batch: i
         raise ValueError("TensorRT FP16 is built from the FP32 file; leave --precision at auto or fp32")
     return [
         Model(CAPSNET, model_file_for(card, chosen), chosen, serving),
-        Model(DECODER, "decoder.onnx", "fp32", replace(serving, max_batch_size=decoder_max_batch)),
+        Model(DECODER, DECODER_FILE, "fp32", replace(serving, max_batch_size=decoder_max_batch)),
     ]
 
 
@@ -60,13 +62,14 @@ def write_repository(weights: Path, card: ModelCard, out: Path, models: list[Mod
     for m in models:
         source = weights / m.source
         config = build_config(m.name, read_signature(source), m.serving)
-        header = (f"Written by `python -m deploy.triton` from {m.source} ({m.precision}) and the model card of {card.name} {card.version};\n"
-                  "regenerate rather than edit (tests/deploy checks this file against the ONNX graph).")
+        header = (
+            f"Written by `python -m deploy.triton` from {m.source} ({m.precision}) and the model card of {card.name} {card.version};\n"
+            "regenerate rather than edit (tests/deploy checks this file against the ONNX graph)."
+        )
         folder = out / m.name
         (folder / VERSION).mkdir(parents=True, exist_ok=True)
         (folder / "config.pbtxt").write_text(to_pbtxt(config, header))
         _place(source, folder / VERSION / "model.onnx", copy)
         written.append(folder / "config.pbtxt")
-        log.info("%s: %s (%s), max batch %d, %s", m.name, m.source, m.precision, m.serving.max_batch_size,
-                 "copied" if copy else "linked")
+        log.info("%s: %s (%s), max batch %d, %s", m.name, m.source, m.precision, m.serving.max_batch_size, "copied" if copy else "linked")
     return written

@@ -3,6 +3,7 @@
 This is what the page's sliders call while dragged, so it skips the batcher: the decoder is ~1.4M
 multiply-adds, and a queue hop would cost more than the call.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -63,5 +64,10 @@ async def perturb(req: PerturbRequest, state: ReadyDep) -> FastJSON:
         return encode_png(tile_grid(imgs.reshape(dim, len(d), s, s)))
 
     png = await to_thread.run_sync(run)
-    return FastJSON({"digit": req.digit, "deltas": [float(x) for x in deltas],
-                     "grid": {"png": png, "rows": dim, "cols": len(d), "tile": state.card.image_size}})
+    return FastJSON(
+        {
+            "digit": req.digit,
+            "deltas": [float(x) for x in deltas],
+            "grid": {"png": png, "rows": dim, "cols": len(d), "tile": state.card.image_size},
+        }
+    )

@@ -3,6 +3,7 @@
 The atlas is written by `python -m model.atlas` next to the weights (weights/dimensions.json); it is read once, and
 only served for the model version it was measured on: a stale atlas would put false names on the sliders.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,11 @@ def load_atlas(state: AppState) -> dict[str, Any] | None:
     return atlas
 
 
-@router.get("/dimensions", summary="What each pose dimension does, measured (the dimension atlas)",
-            responses={404: {"model": ErrorBody, "description": "no atlas for the model being served"}})
+@router.get(
+    "/dimensions",
+    summary="What each pose dimension does, measured (the dimension atlas)",
+    responses={404: {"model": ErrorBody, "description": "no atlas for the model being served"}},
+)
 async def dimensions(state: ReadyDep) -> Response:
     """For every digit capsule and pose dimension: the label (`ink`, `thickness`, `width`, `height`, `slant`, `x`,
     `y`, or `local` when no global measure dominates), its direction, the effect per +0.1 in the measure's units and

@@ -12,6 +12,7 @@ status Triton gives (400 invalid, 404 unknown model or version, 503 loading or o
 keeps its own error body. A method a path does not take, or a path under /v2 that is none of these, is still answered
 by the service's own 405 and 404.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,6 +31,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from model import DECODER_FILE
 from service.batcher import InferenceFailed, Overloaded
 from service.body import read_limited
 from service.errors import ClientError
@@ -59,6 +61,7 @@ ModelVersion = Annotated[str, Path(description=f"the only version, {VERSION}", j
 
 
 # ---- errors: the protocol's body on these routes ----
+
 
 def _classify(exc: Exception) -> tuple[int, str, dict[str, str] | None]:
     """(status, message, headers) as Triton maps its error kinds: invalid argument 400, not found 404, unavailable 503."""
@@ -90,7 +93,7 @@ class OIPRoute(APIRoute):
         async def answered(request: Request) -> Response:
             try:
                 return await handle(request)
-            except Exception as e:  # noqa: BLE001 - every failure gets the protocol's body; unexpected ones are logged
+            except Exception as e:
                 status, message, headers = _classify(e)
                 return JSONResponse({"error": message}, status_code=status, headers=headers)
 
@@ -98,13 +101,16 @@ class OIPRoute(APIRoute):
 
 
 router = APIRouter(tags=["open inference protocol"], route_class=OIPRoute)
-ERRORS = {400: {"model": OIPErrorBody, "description": "invalid request: unknown input or output, wrong shape, datatype or byte size"},
-          404: {"model": OIPErrorBody, "description": "unknown model or version"},
-          503: {"model": OIPErrorBody, "description": "the model is loading, or its queue is full; see Retry-After"}}
+ERRORS = {
+    400: {"model": OIPErrorBody, "description": "invalid request: unknown input or output, wrong shape, datatype or byte size"},
+    404: {"model": OIPErrorBody, "description": "unknown model or version"},
+    503: {"model": OIPErrorBody, "description": "the model is loading, or its queue is full; see Retry-After"},
+}
 NOT_FOUND = {404: ERRORS[404]}
 
 
 # ---- the models ----
+
 
 def decoder_max_batch(state: AppState) -> int:
     """Most decoder rows in one request: the most the service itself decodes at once (ten counterfactuals for each image
@@ -166,6 +172,7 @@ RUN: dict[str, Callable[[AppState, InferRequest], Awaitable[dict[str, np.ndarray
 
 # ---- server ----
 
+
 @router.get("/v2", response_model=ServerMetadata, summary="Server metadata: name, version, protocol extensions")
 async def server_metadata(request: Request) -> JSONResponse:
     return JSONResponse({"name": request.app.title, "version": request.app.version, "extensions": EXTENSIONS})
@@ -179,8 +186,12 @@ async def server_live() -> Response:
     return Response()
 
 
-@router.get("/v2/health/ready", response_class=Response, responses={503: ERRORS[503]},
-            summary="Server ready: every model loaded and warm (200, no body); 503 before")
+@router.get(
+    "/v2/health/ready",
+    response_class=Response,
+    responses={503: ERRORS[503]},
+    summary="Server ready: every model loaded and warm (200, no body); 503 before",
+)
 async def server_ready(state: StateDep) -> Response:
     if not state.ready:
         raise OIPError(503, "the models are loading; retry shortly", {"Retry-After": "1"})
@@ -196,6 +207,7 @@ async def all_stats(request: Request) -> JSONResponse:
 
 # ---- one model: each endpoint with and without the version ----
 
+
 def _metadata(state: AppState, name: str, version: str) -> JSONResponse:
     return JSONResponse(_model(state, name, version).metadata(VERSION))
 
@@ -210,7 +222,7 @@ def _config(state: AppState, name: str, version: str) -> JSONResponse:
     kind = "KIND_GPU" if engine.device == "GPU" else "KIND_CPU"
     if name == "capsnet":
         return JSONResponse(triton_config(model, engine.model_file, kind, state.batcher.workers, round(s.max_wait_ms * 1000)))
-    return JSONResponse(triton_config(model, "decoder.onnx", kind, 1, None))
+    return JSONResponse(triton_config(model, DECODER_FILE, kind, 1, None))
 
 
 def _model_stats(request: Request, name: str, version: str) -> JSONResponse:
@@ -262,14 +274,29 @@ def _inline(schema: dict[str, Any]) -> dict[str, Any]:
 
 BINARY = {"schema": {"type": "string", "format": "binary"}}
 INFER_DOC = {
-    "parameters": [{"name": HEADER_LENGTH, "in": "header", "required": False, "schema": {"type": "integer", "minimum": 0},
-                    "description": "binary tensor data extension: the JSON header's length in bytes; the inputs' raw little-endian "
-                                   "bytes follow it, in input order (parameters.binary_data_size each)"}],
-    "requestBody": {"required": True, "content": {"application/json": {"schema": _inline(InferenceRequest.model_json_schema())},
-                                                  "application/octet-stream": BINARY}},
+    "parameters": [
+        {
+            "name": HEADER_LENGTH,
+            "in": "header",
+            "required": False,
+            "schema": {"type": "integer", "minimum": 0},
+            "description": "binary tensor data extension: the JSON header's length in bytes; the inputs' raw little-endian "
+            "bytes follow it, in input order (parameters.binary_data_size each)",
+        }
+    ],
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": _inline(InferenceRequest.model_json_schema())}, "application/octet-stream": BINARY},
+    },
 }
-INFER_RESPONSES = {200: {"description": "the outputs; with any output in binary, a JSON header of Inference-Header-Content-Length bytes "
-                                        "and then their bytes", "content": {"application/octet-stream": BINARY}}, **ERRORS}
+INFER_RESPONSES = {
+    200: {
+        "description": "the outputs; with any output in binary, a JSON header of Inference-Header-Content-Length bytes "
+        "and then their bytes",
+        "content": {"application/octet-stream": BINARY},
+    },
+    **ERRORS,
+}
 
 
 @router.get("/v2/models/{model_name}", response_model=ModelMetadata, responses=ERRORS, summary="Model metadata: inputs and outputs")
@@ -277,8 +304,12 @@ async def model_metadata(model_name: ModelName, state: StateDep) -> JSONResponse
     return _metadata(state, model_name, "")
 
 
-@router.get("/v2/models/{model_name}/versions/{model_version}", response_model=ModelMetadata, responses=ERRORS,
-            summary="Model metadata of one version")
+@router.get(
+    "/v2/models/{model_name}/versions/{model_version}",
+    response_model=ModelMetadata,
+    responses=ERRORS,
+    summary="Model metadata of one version",
+)
 async def model_version_metadata(model_name: ModelName, model_version: ModelVersion, state: StateDep) -> JSONResponse:
     return _metadata(state, model_name, model_version)
 
@@ -288,38 +319,63 @@ async def model_ready(model_name: ModelName, state: StateDep) -> Response:
     return _ready(state, model_name, "")
 
 
-@router.get("/v2/models/{model_name}/versions/{model_version}/ready", response_class=Response, responses=ERRORS,
-            summary="Model version ready (200, no body)")
+@router.get(
+    "/v2/models/{model_name}/versions/{model_version}/ready",
+    response_class=Response,
+    responses=ERRORS,
+    summary="Model version ready (200, no body)",
+)
 async def model_version_ready(model_name: ModelName, model_version: ModelVersion, state: StateDep) -> Response:
     return _ready(state, model_name, model_version)
 
 
-@router.get("/v2/models/{model_name}/config", response_model=TritonModelConfig, responses=ERRORS,
-            summary="Triton's model configuration (model_config.proto as JSON)")
+@router.get(
+    "/v2/models/{model_name}/config",
+    response_model=TritonModelConfig,
+    responses=ERRORS,
+    summary="Triton's model configuration (model_config.proto as JSON)",
+)
 async def model_config(model_name: ModelName, state: StateDep) -> JSONResponse:
     return _config(state, model_name, "")
 
 
-@router.get("/v2/models/{model_name}/versions/{model_version}/config", response_model=TritonModelConfig, responses=ERRORS,
-            summary="Triton's model configuration of one version")
+@router.get(
+    "/v2/models/{model_name}/versions/{model_version}/config",
+    response_model=TritonModelConfig,
+    responses=ERRORS,
+    summary="Triton's model configuration of one version",
+)
 async def model_version_config(model_name: ModelName, model_version: ModelVersion, state: StateDep) -> JSONResponse:
     return _config(state, model_name, model_version)
 
 
-@router.get("/v2/models/{model_name}/stats", response_model=ModelStatistics, responses=NOT_FOUND,
-            summary="Inference statistics of one model (Triton's statistics extension)")
+@router.get(
+    "/v2/models/{model_name}/stats",
+    response_model=ModelStatistics,
+    responses=NOT_FOUND,
+    summary="Inference statistics of one model (Triton's statistics extension)",
+)
 async def model_stats(request: Request, model_name: ModelName) -> JSONResponse:
     return _model_stats(request, model_name, "")
 
 
-@router.get("/v2/models/{model_name}/versions/{model_version}/stats", response_model=ModelStatistics, responses=NOT_FOUND,
-            summary="Inference statistics of one model version")
+@router.get(
+    "/v2/models/{model_name}/versions/{model_version}/stats",
+    response_model=ModelStatistics,
+    responses=NOT_FOUND,
+    summary="Inference statistics of one model version",
+)
 async def model_version_stats(request: Request, model_name: ModelName, model_version: ModelVersion) -> JSONResponse:
     return _model_stats(request, model_name, model_version)
 
 
-@router.post("/v2/models/{model_name}/infer", response_model=InferenceResponse, responses=INFER_RESPONSES, openapi_extra=INFER_DOC,
-             summary="Inference: JSON tensors or the binary tensor data extension")
+@router.post(
+    "/v2/models/{model_name}/infer",
+    response_model=InferenceResponse,
+    responses=INFER_RESPONSES,
+    openapi_extra=INFER_DOC,
+    summary="Inference: JSON tensors or the binary tensor data extension",
+)
 async def infer(request: Request, model_name: ModelName, state: StateDep) -> Response:
     """`capsnet`: `image` FP32 [N,1,28,28] (N <= CAPSNET_MAX_BATCH) -> `lengths`, `poses`, `reconstruction`, `coupling`;
     `decoder`: `digit` INT64 [N] and `pose` FP32 [N,16] -> `reconstruction`. Any media type (tritonclient sends none):
@@ -327,7 +383,12 @@ async def infer(request: Request, model_name: ModelName, state: StateDep) -> Res
     return await _infer(request, state, model_name, "")
 
 
-@router.post("/v2/models/{model_name}/versions/{model_version}/infer", response_model=InferenceResponse, responses=INFER_RESPONSES,
-             openapi_extra=INFER_DOC, summary="Inference on one model version")
+@router.post(
+    "/v2/models/{model_name}/versions/{model_version}/infer",
+    response_model=InferenceResponse,
+    responses=INFER_RESPONSES,
+    openapi_extra=INFER_DOC,
+    summary="Inference on one model version",
+)
 async def infer_version(request: Request, model_name: ModelName, model_version: ModelVersion, state: StateDep) -> Response:
     return await _infer(request, state, model_name, model_version)

@@ -1,4 +1,5 @@
 """Liveness, readiness, the model card and Prometheus metrics: what an operator and an orchestrator ask."""
+
 from __future__ import annotations
 
 import onnxruntime as ort
@@ -19,8 +20,12 @@ async def healthz() -> dict:
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=Ready, responses={503: {"model": Ready, "description": "still loading or warming up"}},
-            summary="Ready: sessions loaded and warmed")
+@router.get(
+    "/readyz",
+    response_model=Ready,
+    responses={503: {"model": Ready, "description": "still loading or warming up"}},
+    summary="Ready: sessions loaded and warmed",
+)
 async def readyz(state: StateDep) -> JSONResponse:
     engine = state.engine
     if not state.ready or engine is None:
@@ -34,33 +39,53 @@ async def readyz(state: StateDep) -> JSONResponse:
     return JSONResponse({"status": "ready", "provider": engine.provider, "device": engine.device})
 
 
-@router.get("/model", response_model=ServedModel, summary="The model card, the active execution provider and the input spec",
-            responses={503: {"model": ErrorBody, "description": "still loading or warming up; see Retry-After"}})
+@router.get(
+    "/model",
+    response_model=ServedModel,
+    summary="The model card, the active execution provider and the input spec",
+    responses={503: {"model": ErrorBody, "description": "still loading or warming up; see Retry-After"}},
+)
 async def model(state: ReadyDep) -> JSONResponse:
     engine, s = state.engine, state.settings
     inp = engine.capsnet.get_inputs()[0]
-    return JSONResponse({
-        **state.card.raw,
-        "provider": engine.provider,
-        "device": engine.device,
-        "precision": engine.precision,
-        "model_file": engine.model_file,
-        "session_providers": engine.capsnet.get_providers(),
-        "available_providers": ort.get_available_providers(),
-        "engine": engine.describe() if isinstance(engine, RemoteEngine) else {"kind": "local"},
-        "input_spec": {"name": inp.name, "type": inp.type, "shape": [d if isinstance(d, int) else None for d in inp.shape]},
-        "limits": {"max_body_bytes": s.max_body_bytes, "max_image_pixels": s.max_image_pixels, "max_batch_items": s.max_batch_items,
-                   "max_deltas": s.max_deltas, "max_abs_pose": s.max_abs_pose, "max_json_depth": s.max_json_depth,
-                   "request_timeout_s": s.request_timeout_s},
-        "batching": {"max_batch": s.max_batch, "max_wait_ms": s.max_wait_ms, "max_queue": s.max_queue,
-                     "batches_in_flight": state.batcher.workers if state.batcher else None,
-                     "intra_op_threads": s.intra_op_threads or "one per core",
-                     "intra_op_threads_under_load": s.intra_op_threads_busy if engine.capsnet_busy is not None else "as intra_op_threads"},
-    })
+    return JSONResponse(
+        {
+            **state.card.model_dump(mode="json"),
+            "provider": engine.provider,
+            "device": engine.device,
+            "precision": engine.precision,
+            "model_file": engine.model_file,
+            "session_providers": engine.capsnet.get_providers(),
+            "available_providers": ort.get_available_providers(),
+            "engine": engine.describe() if isinstance(engine, RemoteEngine) else {"kind": "local"},
+            "input_spec": {"name": inp.name, "type": inp.type, "shape": [d if isinstance(d, int) else None for d in inp.shape]},
+            "limits": {
+                "max_body_bytes": s.max_body_bytes,
+                "max_image_pixels": s.max_image_pixels,
+                "max_batch_items": s.max_batch_items,
+                "max_deltas": s.max_deltas,
+                "max_abs_pose": s.max_abs_pose,
+                "max_json_depth": s.max_json_depth,
+                "request_timeout_s": s.request_timeout_s,
+            },
+            "batching": {
+                "max_batch": s.max_batch,
+                "max_wait_ms": s.max_wait_ms,
+                "max_queue": s.max_queue,
+                "batches_in_flight": state.batcher.workers if state.batcher else None,
+                "intra_op_threads": s.intra_op_threads or "one per core",
+                "intra_op_threads_under_load": s.intra_op_threads_busy if engine.capsnet_busy is not None else "as intra_op_threads",
+            },
+        }
+    )
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response,
-            responses={200: {"content": {"text/plain": {"example": 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"} 3.0'}}}})
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"example": 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"} 3.0'}}}},
+)
 async def metrics(state: StateDep) -> Response:
     if state.batcher is not None:
         state.metrics.queue_depth.set(state.batcher.queued_images)

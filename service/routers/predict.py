@@ -1,5 +1,6 @@
 """POST /predict and /predict/batch: an image (or MNIST-like pixels) in, capsules out; POST /probe: the same for
 transformed copies of what the network sees."""
+
 from __future__ import annotations
 
 from typing import Any, TypeVar
@@ -29,18 +30,45 @@ def _body_spec_json(json_model: type) -> dict:
     # nested models point into components/schemas (the response schemas put them there), not at a $defs of their own
     schema = json_model.model_json_schema(ref_template="#/components/schemas/{model}")
     schema.pop("$defs", None)
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema, "examples": {
-        f"example{i}": {"value": v} for i, v in enumerate(json_model.model_config.get("json_schema_extra", {}).get("examples", []))}}}}}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": schema,
+                    "examples": {
+                        f"example{i}": {"value": v}
+                        for i, v in enumerate(json_model.model_config.get("json_schema_extra", {}).get("examples", []))
+                    },
+                }
+            },
+        }
+    }
 
 
 def _body_spec(json_model: type, multiple: bool) -> dict:
     file_schema = {"type": "string", "format": "binary"}
-    return {"requestBody": {"required": True, "content": {
-        "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
-            "file": {"type": "array", "items": file_schema} if multiple else file_schema}}},
-        "application/json": {"schema": json_model.model_json_schema(), "examples": {
-            f"example{i}": {"value": v} for i, v in enumerate(json_model.model_config.get("json_schema_extra", {}).get("examples", []))}},
-    }}}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["file"],
+                        "properties": {"file": {"type": "array", "items": file_schema} if multiple else file_schema},
+                    }
+                },
+                "application/json": {
+                    "schema": json_model.model_json_schema(),
+                    "examples": {
+                        f"example{i}": {"value": v}
+                        for i, v in enumerate(json_model.model_config.get("json_schema_extra", {}).get("examples", []))
+                    },
+                },
+            },
+        }
+    }
 
 
 async def _preprocess_all(blobs: list[bytes], state: AppState) -> np.ndarray:
@@ -91,8 +119,14 @@ async def _images(body: Body, state: AppState, batch: bool) -> np.ndarray:
     return await _preprocess_all([for_item(i, n, decode_base64, s, max_bytes) for i, s in enumerate(req.images)], state)
 
 
-def _result(out: dict[str, np.ndarray], i: int, image: np.ndarray, state: AppState, extras: set[str],
-            routing: tuple[dict[str, np.ndarray], int | None] | None = None) -> dict[str, Any]:
+def _result(
+    out: dict[str, np.ndarray],
+    i: int,
+    image: np.ndarray,
+    state: AppState,
+    extras: set[str],
+    routing: tuple[dict[str, np.ndarray], int | None] | None = None,
+) -> dict[str, Any]:
     card = state.card
     lengths, errors = out["lengths"][i], out["recon_errors"][i]
     blank, is_digit = card.digit_rule.judge(image, lengths, errors)
@@ -133,8 +167,9 @@ def _routing(request: Request, extras: set[str], state: AppState) -> int | None:
     return state.routing.capsule_type(value)
 
 
-async def _trace(out: dict[str, np.ndarray], extras: set[str], capsule_type: int | None,
-                 state: AppState) -> tuple[dict[str, np.ndarray], int | None] | None:
+async def _trace(
+    out: dict[str, np.ndarray], extras: set[str], capsule_type: int | None, state: AppState
+) -> tuple[dict[str, np.ndarray], int | None] | None:
     if "routing" not in extras:
         return None
     assert state.routing is not None
@@ -153,29 +188,49 @@ def _extras(include: str | None) -> set[str]:
     return parts
 
 
-INCLUDE_DOC = ("comma-separated extras: `coupling` adds the routing coefficients [1152][10] and their 6x6 map per digit "
-               "`coupling_grid` [10][6][6]; `coupling_grid` adds only the map; `counterfactuals` adds the decoder's image from each "
-               "digit capsule's own pose [10] (PNG), the images behind `recon_errors`; `routing` adds every iteration of dynamic routing "
-               "(`routing`: lengths, coupling and agreement maps per iteration, run past the trained 3)")
-ROUTING_TYPE_DOC = ("with include=routing: the primary capsule type (0-31) whose coupling and agreement the maps show; "
-                    "`mean` (the default) averages the 32 types")
+INCLUDE_DOC = (
+    "comma-separated extras: `coupling` adds the routing coefficients [1152][10] and their 6x6 map per digit "
+    "`coupling_grid` [10][6][6]; `coupling_grid` adds only the map; `counterfactuals` adds the decoder's image from each "
+    "digit capsule's own pose [10] (PNG), the images behind `recon_errors`; `routing` adds every iteration of dynamic routing "
+    "(`routing`: lengths, coupling and agreement maps per iteration, run past the trained 3)"
+)
+ROUTING_TYPE_DOC = (
+    "with include=routing: the primary capsule type (0-31) whose coupling and agreement the maps show; "
+    "`mean` (the default) averages the 32 types"
+)
 # Read from the query string by hand and documented here: FastAPI's per-request validation of this one optional
 # parameter was 4% of the event loop's time per /predict under load.
-INCLUDE_PARAM = {"name": "include", "in": "query", "required": False, "description": INCLUDE_DOC,
-                 "schema": {"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Include"}, "example": "coupling"}
+INCLUDE_PARAM = {
+    "name": "include",
+    "in": "query",
+    "required": False,
+    "description": INCLUDE_DOC,
+    "schema": {"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Include"},
+    "example": "coupling",
+}
 
 
-ROUTING_TYPE_PARAM = {"name": "routing_type", "in": "query", "required": False, "description": ROUTING_TYPE_DOC,
-                      "schema": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 31}, {"const": "mean"}, {"type": "null"}],
-                                 "title": "Routing Type"}, "example": "mean"}
+ROUTING_TYPE_PARAM = {
+    "name": "routing_type",
+    "in": "query",
+    "required": False,
+    "description": ROUTING_TYPE_DOC,
+    "schema": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 31}, {"const": "mean"}, {"type": "null"}], "title": "Routing Type"},
+    "example": "mean",
+}
 
 
 def _with_include(spec: dict) -> dict:
     return {**spec, "parameters": [INCLUDE_PARAM, ROUTING_TYPE_PARAM]}
 
 
-@router.post("/predict", response_model=Prediction, responses=PREDICT_ERRORS, openapi_extra=_with_include(_body_spec(PredictJSON, multiple=False)),
-             summary="Classify one digit: capsule lengths, poses, reconstruction")
+@router.post(
+    "/predict",
+    response_model=Prediction,
+    responses=PREDICT_ERRORS,
+    openapi_extra=_with_include(_body_spec(PredictJSON, multiple=False)),
+    summary="Classify one digit: capsule lengths, poses, reconstruction",
+)
 async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     """Send an image as multipart field `file`, as JSON `{"image": base64}`, or MNIST-like `{"pixels": 28x28}`.
 
@@ -189,8 +244,13 @@ async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     return FastJSON(_result(out, 0, images[0], state, extras, routing))  # ~0.1 ms: cheaper than a thread hop
 
 
-@router.post("/predict/batch", response_model=BatchPrediction, responses=PREDICT_ERRORS, openapi_extra=_with_include(_body_spec(PredictBatchJSON, multiple=True)),
-             summary="Classify several digits in one request")
+@router.post(
+    "/predict/batch",
+    response_model=BatchPrediction,
+    responses=PREDICT_ERRORS,
+    openapi_extra=_with_include(_body_spec(PredictBatchJSON, multiple=True)),
+    summary="Classify several digits in one request",
+)
 async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     """Several `file` parts, `{"images": [...]}` or `{"pixels": [N x 28 x 28]}`, up to the configured maximum (64)."""
     extras = _extras(request.query_params.get("include"))
@@ -202,8 +262,13 @@ async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> Fast
     return FastJSON({"results": results})
 
 
-@router.post("/probe", response_model=Probe, responses=ERRORS, openapi_extra=_body_spec_json(ProbeJSON),
-             summary="Equivariance probe: capsules for affine transforms of the input")
+@router.post(
+    "/probe",
+    response_model=Probe,
+    responses=ERRORS,
+    openapi_extra=_body_spec_json(ProbeJSON),
+    summary="Equivariance probe: capsules for affine transforms of the input",
+)
 async def probe(body: Upload, state: ReadyDep) -> FastJSON:
     """The 28x28 input (from `image`, preprocessed as /predict does, or `pixels` as they are) rotated, scaled, sheared and
     shifted by each of up to 64 transforms (model/affine.py), each run through the network: how the lengths, the
@@ -218,8 +283,18 @@ async def probe(body: Upload, state: ReadyDep) -> FastJSON:
     out = await state.batcher.submit(images, state.settings.request_timeout_s)
 
     def answer() -> dict[str, Any]:
-        return {"input": picture(base), "results": [{
-            "transform": t.model_dump(), "prediction": int(out["lengths"][i].argmax()), "lengths": rounded(out["lengths"][i]),
-            "poses": rounded(out["poses"][i]), "input": encode_png(images[i, 0])} for i, t in enumerate(req.transforms)]}
+        return {
+            "input": picture(base),
+            "results": [
+                {
+                    "transform": t.model_dump(),
+                    "prediction": int(out["lengths"][i].argmax()),
+                    "lengths": rounded(out["lengths"][i]),
+                    "poses": rounded(out["poses"][i]),
+                    "input": encode_png(images[i, 0]),
+                }
+                for i, t in enumerate(req.transforms)
+            ],
+        }
 
     return FastJSON(await to_thread.run_sync(answer))

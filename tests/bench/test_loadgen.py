@@ -1,4 +1,5 @@
 """The load generator counts what the server answered and refuses to point anywhere but loopback."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +15,9 @@ def test_loadgen_refuses_non_loopback_targets():
 
 
 def test_loadgen_counts_statuses_against_the_real_server(server):
-    good = build_request("127.0.0.1", server.port, "/reconstruct", b'{"digit": 1, "pose": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}', "application/json")
+    good = build_request(
+        "127.0.0.1", server.port, "/reconstruct", b'{"digit": 1, "pose": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}', "application/json"
+    )
     bad = build_request("127.0.0.1", server.port, "/reconstruct", b"nope", "text/plain")
     r = asyncio.run(run_load(server.url, [good, bad], 2, 5.0, 40)).summary()
     assert r["requests"] == 40 and set(r["statuses"]) == {"200", "415"} and sum(r["statuses"].values()) == 40
@@ -22,8 +25,8 @@ def test_loadgen_counts_statuses_against_the_real_server(server):
 
 
 def test_service_cpu_is_split_between_the_event_loop_and_the_model(server):
-    from bench.service import _cpu, _cpu_per_request
     from bench.payloads import predict_requests
+    from bench.service import _cpu, _cpu_per_request
 
     before = _cpu(server)
     r = asyncio.run(run_load(server.url, predict_requests("127.0.0.1", server.port, 8), 4, 30.0, 100)).summary()

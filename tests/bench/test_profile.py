@@ -1,4 +1,5 @@
 """The profiler breakdown of the committed model files: what BENCHMARKS.md says about where the time goes."""
+
 from __future__ import annotations
 
 from bench.profile import measure

@@ -1,4 +1,5 @@
 """BENCHMARKS.md states the issue's targets with the arithmetic from the measured tables."""
+
 from __future__ import annotations
 
 import json
@@ -7,13 +8,40 @@ from bench.report import render
 
 
 def test_targets_are_computed_from_the_results(tmp_path):
-    ort = [{"batch": b, "latency_ms": l, "images_per_s": ips, "gflops": 1, "fraction_of_roofline": f}
-           for b, l, ips, f in [(1, 1.5, 650.0, 0.68), (16, 21.0, 760.0, 0.8), (32, 42.0, 750.0, 0.79)]]
-    row = lambda c, rps, p50: {"concurrency": c, "requests": 10, "throughput_rps": rps, "p50_ms": p50, "p95_ms": p50, "p99_ms": p50, "errors": 0}  # noqa: E731
-    (tmp_path / "model.json").write_text(json.dumps({"macs_per_image": {}, "gflop_per_image": 0.41, "onnxruntime": ort,
-                                                     "pytorch_eager": None, "decoder_batch1_ms": 0.2}))
-    (tmp_path / "service.json").write_text(json.dumps({"duration_s": 1, "precisions": {"fp32": {"endpoints": {
-        "/predict": [row(1, 300.0, 3.5), row(16, 456.0, 35.0)], "/reconstruct": [row(1, 1500.0, 0.6), row(16, 1800.0, 8.0)]}}}}))
+    ort = [
+        {"batch": b, "latency_ms": ms, "images_per_s": ips, "gflops": 1, "fraction_of_roofline": f}
+        for b, ms, ips, f in [(1, 1.5, 650.0, 0.68), (16, 21.0, 760.0, 0.8), (32, 42.0, 750.0, 0.79)]
+    ]
+
+    def row(c, rps, p50):
+        return {
+            "concurrency": c,
+            "requests": 10,
+            "throughput_rps": rps,
+            "p50_ms": p50,
+            "p95_ms": p50,
+            "p99_ms": p50,
+            "errors": 0,
+        }
+
+    (tmp_path / "model.json").write_text(
+        json.dumps({"macs_per_image": {}, "gflop_per_image": 0.41, "onnxruntime": ort, "pytorch_eager": None, "decoder_batch1_ms": 0.2})
+    )
+    (tmp_path / "service.json").write_text(
+        json.dumps(
+            {
+                "duration_s": 1,
+                "precisions": {
+                    "fp32": {
+                        "endpoints": {
+                            "/predict": [row(1, 300.0, 3.5), row(16, 456.0, 35.0)],
+                            "/reconstruct": [row(1, 1500.0, 0.6), row(16, 1800.0, 8.0)],
+                        }
+                    }
+                },
+            }
+        )
+    )
     md = render(tmp_path)
     assert "| service at 16 clients / best in-process images/s | fp32 | >= 0.6 | 456.0 / 760.0 = 0.60 |" in md
     assert "3.5 - 1.5 = 2.00 ms" in md
@@ -24,13 +52,31 @@ def test_targets_are_computed_from_the_results(tmp_path):
 def test_paired_rounds_give_their_own_ratios_and_median(tmp_path):
     ort = [{"batch": b, "latency_ms": 1.0, "images_per_s": 1000.0, "gflops": 1, "fraction_of_roofline": 0.8} for b in (1, 32)]
     row = lambda c, rps: {"concurrency": c, "requests": 10, "throughput_rps": rps, "p50_ms": 3.0, "p95_ms": 3, "p99_ms": 3, "errors": 0}  # noqa: E731
-    paired = [{"in_process_before": a, "in_process_after": b, "in_process_images_per_s": (a + b) / 2, "service_rps": s, "errors": 0,
-               "p50_ms": 20.0, "ratio": round(s / ((a + b) / 2), 3)}
-              for a, b, s in [(1500.0, 1300.0, 840.0), (1300.0, 1100.0, 780.0), (1100.0, 1500.0, 770.0)]]
-    (tmp_path / "model.json").write_text(json.dumps({"macs_per_image": {}, "gflop_per_image": 0.41, "onnxruntime": ort,
-                                                     "pytorch_eager": None, "decoder_batch1_ms": 0.2}))
-    (tmp_path / "service.json").write_text(json.dumps({"duration_s": 1, "precisions": {"fp32": {"paired": paired, "endpoints": {
-        "/predict": [row(1, 300.0), row(16, 800.0)], "/reconstruct": [row(1, 1500.0)]}}}}))
+    paired = [
+        {
+            "in_process_before": a,
+            "in_process_after": b,
+            "in_process_images_per_s": (a + b) / 2,
+            "service_rps": s,
+            "errors": 0,
+            "p50_ms": 20.0,
+            "ratio": round(s / ((a + b) / 2), 3),
+        }
+        for a, b, s in [(1500.0, 1300.0, 840.0), (1300.0, 1100.0, 780.0), (1100.0, 1500.0, 770.0)]
+    ]
+    (tmp_path / "model.json").write_text(
+        json.dumps({"macs_per_image": {}, "gflop_per_image": 0.41, "onnxruntime": ort, "pytorch_eager": None, "decoder_batch1_ms": 0.2})
+    )
+    (tmp_path / "service.json").write_text(
+        json.dumps(
+            {
+                "duration_s": 1,
+                "precisions": {
+                    "fp32": {"paired": paired, "endpoints": {"/predict": [row(1, 300.0), row(16, 800.0)], "/reconstruct": [row(1, 1500.0)]}}
+                },
+            }
+        )
+    )
     md = render(tmp_path)
     # 840/1400 = 0.60, 780/1200 = 0.65, 770/1300 = 0.59: the median is the middle one, not the mean
     assert "| fp32 | >= 0.6 | 0.60, 0.65, 0.59 (median 0.60) |" in md
@@ -38,10 +84,24 @@ def test_paired_rounds_give_their_own_ratios_and_median(tmp_path):
 
 
 def test_profile_tables_for_each_model_file(tmp_path):
-    rows = lambda op: [{"op": op, "share": 0.7, "ms_per_run": 7.0, "nodes": 2}, {"op": "FusedMatMul", "share": 0.3, "ms_per_run": 3.0, "nodes": 6}]  # noqa: E731
-    (tmp_path / "profile.json").write_text(json.dumps({"file": "capsnet.onnx", "batch": 32, "runs": 10, "total_ms_per_run": 10.0, "by_op": rows("Conv"),
-                                                       "int8": {"file": "capsnet-int8.onnx", "batch": 32, "runs": 10, "total_ms_per_run": 5.0,
-                                                                "by_op": rows("QLinearConv")}}))
+    def rows(op):
+        return [
+            {"op": op, "share": 0.7, "ms_per_run": 7.0, "nodes": 2},
+            {"op": "FusedMatMul", "share": 0.3, "ms_per_run": 3.0, "nodes": 6},
+        ]
+
+    (tmp_path / "profile.json").write_text(
+        json.dumps(
+            {
+                "file": "capsnet.onnx",
+                "batch": 32,
+                "runs": 10,
+                "total_ms_per_run": 10.0,
+                "by_op": rows("Conv"),
+                "int8": {"file": "capsnet-int8.onnx", "batch": 32, "runs": 10, "total_ms_per_run": 5.0, "by_op": rows("QLinearConv")},
+            }
+        )
+    )
     md = render(tmp_path)
     assert "`capsnet.onnx`: 10.0 ms a run" in md and "`capsnet-int8.onnx`: 5.0 ms a run" in md
     assert "| QLinearConv | 70.0% | 7.0 | 2 |" in md and "| Conv | 70.0% | 7.0 | 2 |" in md

@@ -1,4 +1,5 @@
 """A bounded soak against the real server: mixed good and bad requests, zero 5xx, flat memory."""
+
 from __future__ import annotations
 
 from bench.server import Server

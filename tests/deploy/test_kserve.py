@@ -1,5 +1,6 @@
 """The KServe manifests: the InferenceService against the KServe CRD's own schema with unknown fields forbidden, the
 front's Deployment, Service and HorizontalPodAutoscaler against Kubernetes' schemas (kubernetes-validate, strict)."""
+
 from __future__ import annotations
 
 import copy

@@ -1,5 +1,6 @@
 """The Triton model repository: every config.pbtxt parses as tritonclient's ModelConfig and agrees with the ONNX graph
 that its model.onnx is (read here through onnxruntime, not through the generator's own reader)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -93,8 +94,9 @@ def test_batching_warmup_and_instances():
 def test_the_committed_repository_is_what_the_command_writes(tmp_path):
     main(["--out", str(tmp_path)])
     for name in MODELS:
-        assert (tmp_path / name / "config.pbtxt").read_text() == (COMMITTED / name / "config.pbtxt").read_text(), \
+        assert (tmp_path / name / "config.pbtxt").read_text() == (COMMITTED / name / "config.pbtxt").read_text(), (
             f"{name}/config.pbtxt is stale: run `python -m deploy.triton`"
+        )
 
 
 def test_tensorrt_fp16_is_an_option(tmp_path):

@@ -14,7 +14,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from bench.server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
@@ -111,9 +112,7 @@ def dockerignore_excludes(path: str) -> bool:
     leading ``**/`` also matches at the top.
     """
     patterns = [
-        line.strip()
-        for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
+        line.strip() for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines() if line.strip() and not line.lstrip().startswith("#")
     ]
     parts = path.split("/")
     prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
@@ -163,9 +162,7 @@ def test_compose_file_matches_the_compose_specification():
     schema = json.loads(COMPOSE_SCHEMA.read_text(encoding="utf-8"))
     validator = jsonschema.Draft7Validator(schema)
     errors = sorted(validator.iter_errors(load_compose()), key=lambda e: list(e.absolute_path))
-    assert not errors, "\n".join(
-        f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors
-    )
+    assert not errors, "\n".join(f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors)
 
 
 def test_compose_has_no_version_and_both_services():
@@ -271,8 +268,6 @@ def _settings_from_env(env: dict[str, str]) -> dict:
 
 
 def test_compose_environment_names_real_settings_with_the_service_defaults():
-    if not (REPO / "service" / "settings.py").is_file():
-        pytest.skip("service/settings.py is not written yet")
     env = load_compose()["services"]["capsnet"]["environment"]
     compose_defaults = {k: interpolation_default(v) for k, v in env.items()}
     from_compose = _settings_from_env(compose_defaults)
@@ -404,8 +399,7 @@ def test_image_cmd_is_the_service_entry_point():
     cmds = [args for keyword, args in dockerfile_stages()[-1] if keyword == "CMD"]
     assert cmds and exec_form(cmds[-1]) == ENTRY_POINT
     assert not [a for k, a in dockerfile_instructions() if k == "ENTRYPOINT"]
-    if not (REPO / "service" / "__main__.py").is_file():
-        pytest.skip("service/__main__.py (the `python -m service` entry point) is not written yet")
+    assert (REPO / "service" / "__main__.py").is_file()
 
 
 def test_dockerignore_keeps_the_context_to_the_serving_files():
@@ -435,7 +429,7 @@ def test_dockerignore_keeps_the_context_to_the_serving_files():
 class _Handler(http.server.BaseHTTPRequestHandler):
     status = 200
 
-    def do_GET(self):  # noqa: N802 (http.server's naming)
+    def do_GET(self):
         code = self.status if self.path == "/readyz" else 404
         body = json.dumps({"ready": code == 200}).encode()
         self.send_response(code)
@@ -466,12 +460,6 @@ def readyz_server():
         server.server_close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run_healthcheck(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("CAPSNET_")}
     return subprocess.run(
@@ -496,14 +484,14 @@ def test_healthcheck_exits_1_when_not_ready(readyz_server):
 
 
 def test_healthcheck_exits_1_when_nothing_listens():
-    result = run_healthcheck("--url", f"http://127.0.0.1:{_free_port()}/readyz")
+    result = run_healthcheck("--url", f"http://127.0.0.1:{free_port()}/readyz")
     assert result.returncode == 1
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def test_healthcheck_defaults_to_capsnet_port_on_loopback_and_ignores_proxies(readyz_server):
     port = readyz_server(200)
-    dead_proxy = f"http://127.0.0.1:{_free_port()}"
+    dead_proxy = f"http://127.0.0.1:{free_port()}"
     env = {"CAPSNET_PORT": str(port), "http_proxy": dead_proxy, "HTTP_PROXY": dead_proxy}
     result = run_healthcheck(env=env)
     assert result.returncode == 0, result.stderr

@@ -1,4 +1,5 @@
 """model/affine.py: the transforms mean what their names say, on a picture where it can be seen."""
+
 from __future__ import annotations
 
 import numpy as np

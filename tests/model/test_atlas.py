@@ -1,4 +1,5 @@
 """The dimension atlas: its measures measure what they say, and its committed labels hold on poses it never saw."""
+
 from __future__ import annotations
 
 import json

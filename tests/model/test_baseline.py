@@ -1,4 +1,5 @@
 """model/baseline.py: the comparison CNN trains, exports to ONNX and records what it is."""
+
 from __future__ import annotations
 
 import json

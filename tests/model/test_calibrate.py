@@ -1,4 +1,5 @@
 """The is_digit rule: calibrated on MNIST, stated in the model card, computed the same way by the service."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """The network's parts behave as the paper defines them."""
+
 from __future__ import annotations
 
 import torch

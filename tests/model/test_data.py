@@ -1,4 +1,5 @@
 """The IDX reader takes MNIST's files from any directory and says clearly what is wrong with bad ones."""
+
 from __future__ import annotations
 
 import gzip
@@ -26,7 +27,9 @@ def make_split(directory: Path, split: str, n: int, gz: bool) -> tuple[np.ndarra
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
     labels = rng.integers(0, 10, n, dtype=np.uint8)
-    stems = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"), "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}[split]
+    stems = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"), "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}[
+        split
+    ]
     write_idx(directory / stems[0], images, 2051, gz)
     write_idx(directory / stems[1], labels, 2049, gz)
     return images, labels

@@ -1,4 +1,5 @@
 """Evaluation counts what a user would count: a NaN output is an error, never a lucky 0."""
+
 from __future__ import annotations
 
 import numpy as np

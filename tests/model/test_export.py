@@ -1,4 +1,5 @@
 """Export writes ONNX files that compute what PyTorch computes, and the weights come back out of them."""
+
 from __future__ import annotations
 
 import json

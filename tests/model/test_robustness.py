@@ -1,4 +1,5 @@
 """model/robustness.py and the table it committed to the model card."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """model/routing.py: the trace is the trained routing, step by step, and the command is safe to run again."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Training writes a checkpoint each epoch and resumes from a checkpoint or from exported ONNX weights."""
+
 from __future__ import annotations
 
 import json
@@ -58,7 +59,9 @@ def test_resume_from_exported_onnx_keeps_the_epoch_count(tmp_path):
 def test_weight_average_is_checkpointed_and_the_better_weights_are_marked(tmp_path):
     data = _data(tmp_path, 32)
     out = tmp_path / "ckpt"
-    train(parse_args(["--data", str(data), "--out", str(out), "--epochs", "1", "--batch-size", "8", "--threads", "1", "--ema-decay", "0.5"]))
+    train(
+        parse_args(["--data", str(data), "--out", str(out), "--epochs", "1", "--batch-size", "8", "--threads", "1", "--ema-decay", "0.5"])
+    )
     ckpt = torch.load(out / "best.pt", weights_only=False)
     rec = ckpt["history"][0]
     assert 0.0 <= rec["ema_test_accuracy"] <= 1.0
@@ -69,8 +72,26 @@ def test_weight_average_is_checkpointed_and_the_better_weights_are_marked(tmp_pa
     assert checkpoint_weights(ckpt) is ckpt[ckpt["best_weights"]]
 
     # a checkpoint holding an average resumes with it
-    state = train(parse_args(["--data", str(data), "--out", str(out), "--epochs", "2", "--batch-size", "8", "--threads", "1",
-                              "--ema-decay", "0.5", "--resume", str(out / "last.pt")]))
+    state = train(
+        parse_args(
+            [
+                "--data",
+                str(data),
+                "--out",
+                str(out),
+                "--epochs",
+                "2",
+                "--batch-size",
+                "8",
+                "--threads",
+                "1",
+                "--ema-decay",
+                "0.5",
+                "--resume",
+                str(out / "last.pt"),
+            ]
+        )
+    )
     assert state["epoch"] == 2 and "ema" not in state
 
 
@@ -84,8 +105,9 @@ def test_device_is_cuda_when_torch_sees_a_gpu(monkeypatch):
 
 def test_training_puts_the_model_and_its_average_on_the_device_asked_for(tmp_path):
     data = _data(tmp_path, 16)
-    args = parse_args(["--data", str(data), "--out", str(tmp_path / "ckpt"), "--epochs", "1", "--batch-size", "8", "--threads", "1",
-                       "--device", "cpu"])
+    args = parse_args(
+        ["--data", str(data), "--out", str(tmp_path / "ckpt"), "--epochs", "1", "--batch-size", "8", "--threads", "1", "--device", "cpu"]
+    )
     train(args)
     ckpt = torch.load(tmp_path / "ckpt" / "last.pt", weights_only=False)
     assert ckpt["args"]["device"] == "cpu"

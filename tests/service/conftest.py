@@ -1,4 +1,5 @@
 """The real app on the real weights: a TestClient for API tests, a uvicorn subprocess for server tests."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

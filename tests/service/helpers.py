@@ -1,4 +1,5 @@
 """Images as users send them, made in the test."""
+
 from __future__ import annotations
 
 import base64

@@ -1,6 +1,7 @@
 """Phone photos of handwritten digits, non-digits and blanks, as pure functions of a seeded numpy Generator: accuracies
 measured on them are repeatable. They are never easy: a pipeline that only copes with clean, centred, high-contrast images
 should score badly on them."""
+
 from __future__ import annotations
 
 import io
@@ -73,7 +74,7 @@ def _stain(img: np.ndarray, mask: np.ndarray, absorb: np.ndarray, y: int = 0, x:
 def _light(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
     """A lamp from one side, lens vignetting and the phone's own shadow: brightness is never uniform over the frame."""
     lh, lw = 64 * h // max(h, w) + 2, 64 * w // max(h, w) + 2
-    y, x = np.mgrid[0:1:lh * 1j, 0:1:lw * 1j].astype(np.float32)
+    y, x = np.mgrid[0 : 1 : lh * 1j, 0 : 1 : lw * 1j].astype(np.float32)
     a, (cy, cx) = rng.uniform(0, 2 * np.pi), rng.uniform(0.3, 0.7, 2)
     ramp, vignette = np.cos(a) * x + np.sin(a) * y, np.clip(((x - cx) ** 2 + (y - cy) ** 2) / 0.5, 0, 1)
     field = (1 - rng.uniform(0, 0.3) * (ramp - ramp.min()) / np.ptp(ramp)) * (1 - rng.uniform(0, 0.3) * vignette)
@@ -173,8 +174,15 @@ def _letter(rng: np.random.Generator, h: int, w: int, width: float) -> np.ndarra
     size = min(h, w)
     im = Image.new("L", (w, h), 0)
     font = ImageFont.load_default(size=int(size * rng.uniform(0.55, 0.75)))
-    ImageDraw.Draw(im).text((w / 2, h / 2), str(rng.choice(GLYPHS)), fill=255, font=font, anchor="mm",
-                            stroke_width=int(width * rng.uniform(0.1, 0.4)), stroke_fill=255)
+    ImageDraw.Draw(im).text(
+        (w / 2, h / 2),
+        str(rng.choice(GLYPHS)),
+        fill=255,
+        font=font,
+        anchor="mm",
+        stroke_width=int(width * rng.uniform(0.1, 0.4)),
+        stroke_fill=255,
+    )
     mask = np.asarray(im, np.float32) / 255
     return _rotate(rng, mask, 12) if rng.random() < 0.5 else mask
 

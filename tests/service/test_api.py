@@ -1,8 +1,8 @@
-"""The API contract of issue 3 against the real app and the committed ONNX files."""
+"""The API contract against the real app and the committed ONNX files."""
+
 from __future__ import annotations
 
 import gc
-import io
 import json
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,7 +14,6 @@ from PIL import Image
 
 from service.app import create_app
 from service.settings import Settings
-
 from tests.conftest import MNIST, WEIGHTS
 from tests.service.helpers import b64, encode, png_pixels, stroke_digit_one
 
@@ -164,7 +163,10 @@ def test_metrics_count_requests_and_batches(client):
     def count(text: str, needle: str) -> float:
         return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(needle))
 
-    assert count(after, 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"}') == count(before, 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"}') + 1
+    assert (
+        count(after, 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"}')
+        == count(before, 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"}') + 1
+    )
     assert count(after, 'capsnet_requests_total{endpoint="/reconstruct"') >= 1
     assert count(after, "capsnet_batch_size_count") >= count(before, "capsnet_batch_size_count") + 1
     assert "capsnet_queue_seconds_bucket" in after and 'capsnet_request_seconds_bucket{endpoint="/predict"' in after

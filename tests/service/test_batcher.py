@@ -1,4 +1,5 @@
 """The batcher gathers concurrent requests into one call, gives each its own rows, and bounds its queue."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,11 +13,13 @@ from service.batcher import Batcher, InferenceFailed, Overloaded
 
 def fake_model(calls: list[int], gate: threading.Event | None = None):
     """A stand-in for onnxruntime whose output rows identify their input rows."""
+
     def run(x: np.ndarray, busy: bool = False) -> dict[str, np.ndarray]:
         if gate is not None:
             gate.wait(5)
         calls.append(len(x))
         return {"id": x.reshape(len(x), -1)[:, 0].copy(), "double": 2 * x}
+
     return run
 
 
@@ -112,6 +115,7 @@ def test_a_failing_batch_fails_its_requests_and_the_loop_goes_on():
 
 def test_a_lone_request_runs_alone_and_one_among_others_runs_busy():
     """`busy` picks the session with fewer threads: only when other requests are in flight."""
+
     async def main():
         seen: list[bool] = []
 

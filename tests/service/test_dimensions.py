@@ -1,4 +1,5 @@
 """GET /dimensions serves the committed dimension atlas, and only for the model it was measured on."""
+
 from __future__ import annotations
 
 import json

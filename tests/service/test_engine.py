@@ -1,4 +1,5 @@
 """Execution providers are chosen explicitly, and a missing GPU degrades to the CPU with a clear log line."""
+
 from __future__ import annotations
 
 import logging
@@ -74,13 +75,16 @@ class _PlacedAsAsked:
         return self._providers
 
 
-@pytest.mark.parametrize(("available", "file", "precision", "device"), [
-    (["CUDAExecutionProvider", "CPUExecutionProvider"], "capsnet.onnx", "fp32", "GPU"),
-    (["CPUExecutionProvider"], "capsnet-int8.onnx", "int8", "CPU"),
-])
+@pytest.mark.parametrize(
+    ("available", "file", "precision", "device"),
+    [
+        (["CUDAExecutionProvider", "CPUExecutionProvider"], "capsnet.onnx", "fp32", "GPU"),
+        (["CPUExecutionProvider"], "capsnet-int8.onnx", "int8", "CPU"),
+    ],
+)
 def test_auto_precision_follows_the_providers(monkeypatch, available, file, precision, device):
     card = load_card(WEIGHTS)
-    assert card.raw["int8"]["meets_bars"], "the committed card's INT8 file met its bars: auto serves it on the CPU"
+    assert card.int8.meets_bars, "the committed card's INT8 file met its bars: auto serves it on the CPU"
     monkeypatch.setattr(ort, "get_available_providers", lambda: available)
     monkeypatch.setattr(engine_module, "_session", _PlacedAsAsked)
     engine = load_engine(WEIGHTS, card, "cuda,cpu", 1, "auto")
@@ -102,4 +106,4 @@ def test_the_precision_is_stored_not_read_off_the_file_name():
     card = load_card(WEIGHTS)
     assert load_engine(WEIGHTS, card, "cpu", 1, "fp32").precision == "fp32"
     engine = load_engine(WEIGHTS, card, "cpu", 1, "int8")
-    assert (engine.precision, engine.model_file) == ("int8", card.raw["int8"]["file"])
+    assert (engine.precision, engine.model_file) == ("int8", card.int8.file)

@@ -1,4 +1,5 @@
 """Faults: bad weights stop start-up, overload answers 503, SIGTERM drains, a failed batch is one 500."""
+
 from __future__ import annotations
 
 import shutil
@@ -12,8 +13,8 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, WEIGHTS
 from bench.server import Server
+from tests.conftest import REPO, WEIGHTS
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def test_missing_weights_stop_startup(weights_copy):
 
 def test_truncated_weights_stop_startup(weights_copy):
     p = weights_copy / "capsnet.onnx"
-    p.write_bytes(p.read_bytes()[: 1_000_000])
+    p.write_bytes(p.read_bytes()[:1_000_000])
     code, out = _start_fails(weights_copy)
     assert code != 0 and "sha256" in out and "capsnet.onnx" in out
 
@@ -137,6 +138,12 @@ def test_a_failed_inference_is_one_500_with_an_id_then_service_goes_on(client, c
 
 
 def test_startup_failure_exit_code_is_nonzero_from_the_entry_point(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "service"], cwd=REPO, capture_output=True, text=True, timeout=60,
-                       env={"CAPSNET_WEIGHTS_DIR": str(tmp_path), "CAPSNET_PORT": "0", "PATH": "/usr/bin:/bin"})
+    r = subprocess.run(
+        [sys.executable, "-m", "service"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"CAPSNET_WEIGHTS_DIR": str(tmp_path), "CAPSNET_PORT": "0", "PATH": "/usr/bin:/bin"},
+    )
     assert r.returncode == 3 and "model card not found" in r.stdout + r.stderr

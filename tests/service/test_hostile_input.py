@@ -1,4 +1,5 @@
-"""Whatever a client sends gets a clear JSON 4xx, never a 500 (issue 7's table)."""
+"""Whatever a client sends gets a clear JSON 4xx, never a 500 (a table of hostile inputs)."""
+
 from __future__ import annotations
 
 import io
@@ -19,13 +20,19 @@ POSE = [0.0] * 16
 
 def png_bomb(width: int = 30000, height: int = 30000) -> bytes:
     """A 1-bit PNG whose header claims width x height: ~100 kB on the wire, 112 MB decoded."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
     row = b"\x00" + b"\x00" * ((width + 7) // 8)
     comp = zlib.compressobj(9)
     idat = b"".join(comp.compress(row) for _ in range(height)) + comp.flush()
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0))
+        + chunk(b"IDAT", idat)
+        + chunk(b"IEND", b"")
+    )
 
 
 def multipart(data: bytes, name: str = "x.png", ctype: str = "image/png") -> dict:
@@ -39,32 +46,116 @@ CASES = [
     ("truncated-png", "post", "/predict", multipart(GOOD_PNG[: len(GOOD_PNG) // 2]), 400, "bad_input"),
     ("text-file-as-image", "post", "/predict", multipart(b"hello", "x.txt", "text/plain"), 400, "bad_input"),
     ("tiff-not-accepted", "post", "/predict", multipart(encode(Image.new("L", (8, 8)), "TIFF")), 400, "bad_input"),
-    ("multipart-no-boundary", "post", "/predict", {"content": b"abc", "headers": {"content-type": "multipart/form-data"}}, 400, "bad_input"),
-    ("multipart-garbage", "post", "/predict", {"content": b"garbage", "headers": {"content-type": "multipart/form-data; boundary=xyz"}}, 400, "bad_input"),
-    ("multipart-truncated", "post", "/predict", {"content": b'--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\n\r\nPNG',
-                                                 "headers": {"content-type": "multipart/form-data; boundary=xyz"}}, 400, "bad_input"),
-    ("multipart-1000-parts", "post", "/predict", {"content": b"".join(b'--xyz\r\nContent-Disposition: form-data; name="f%d"\r\n\r\nv\r\n' % i for i in range(1000)) + b"--xyz--\r\n",
-                                                  "headers": {"content-type": "multipart/form-data; boundary=xyz"}}, 422, "invalid"),
-    ("multipart-field-not-a-file", "post", "/predict", {"content": b'--xyz\r\nContent-Disposition: form-data; name="file"\r\n\r\nnot an upload\r\n--xyz--\r\n',
-                                                        "headers": {"content-type": "multipart/form-data; boundary=xyz"}}, 422, "invalid"),
+    (
+        "multipart-no-boundary",
+        "post",
+        "/predict",
+        {"content": b"abc", "headers": {"content-type": "multipart/form-data"}},
+        400,
+        "bad_input",
+    ),
+    (
+        "multipart-garbage",
+        "post",
+        "/predict",
+        {"content": b"garbage", "headers": {"content-type": "multipart/form-data; boundary=xyz"}},
+        400,
+        "bad_input",
+    ),
+    (
+        "multipart-truncated",
+        "post",
+        "/predict",
+        {
+            "content": b'--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\n\r\nPNG',
+            "headers": {"content-type": "multipart/form-data; boundary=xyz"},
+        },
+        400,
+        "bad_input",
+    ),
+    (
+        "multipart-1000-parts",
+        "post",
+        "/predict",
+        {
+            "content": b"".join(b'--xyz\r\nContent-Disposition: form-data; name="f%d"\r\n\r\nv\r\n' % i for i in range(1000))
+            + b"--xyz--\r\n",
+            "headers": {"content-type": "multipart/form-data; boundary=xyz"},
+        },
+        422,
+        "invalid",
+    ),
+    (
+        "multipart-field-not-a-file",
+        "post",
+        "/predict",
+        {
+            "content": b'--xyz\r\nContent-Disposition: form-data; name="file"\r\n\r\nnot an upload\r\n--xyz--\r\n',
+            "headers": {"content-type": "multipart/form-data; boundary=xyz"},
+        },
+        422,
+        "invalid",
+    ),
     ("no-file-field", "post", "/predict", {"files": {"other": ("x.png", GOOD_PNG, "image/png")}}, 422, "invalid"),
     ("wrong-media-type", "post", "/predict", {"content": b"abc", "headers": {"content-type": "text/plain"}}, 415, "unsupported_media_type"),
     ("no-media-type", "post", "/predict", {"content": b"abc"}, 415, "unsupported_media_type"),
     ("reconstruct-form", "post", "/reconstruct", {"data": {"digit": "1"}}, 415, "unsupported_media_type"),
-    ("body-30MB", "post", "/predict", {"content": b"0" * (30 * 1024 * 1024), "headers": {"content-type": "application/json"}}, 413, "too_large"),
+    (
+        "body-30MB",
+        "post",
+        "/predict",
+        {"content": b"0" * (30 * 1024 * 1024), "headers": {"content-type": "application/json"}},
+        413,
+        "too_large",
+    ),
     ("empty-json-body", "post", "/predict", {"content": b"", "headers": {"content-type": "application/json"}}, 400, "bad_json"),
     ("broken-json", "post", "/predict", {"content": b'{"pixels": [[', "headers": {"content-type": "application/json"}}, 400, "bad_json"),
-    ("deep-json", "post", "/predict", {"content": b"[" * 100000 + b"]" * 100000, "headers": {"content-type": "application/json"}}, 400, "bad_json"),
-    ("deep-json-reconstruct", "post", "/reconstruct", {"content": b'{"digit":' + b"[" * 5000, "headers": {"content-type": "application/json"}}, 400, "bad_json"),
-    ("huge-json", "post", "/predict/batch", {"content": b'{"images": ["' + b"A" * MAX_BODY + b'"]}', "headers": {"content-type": "application/json"}}, 413, "too_large"),
+    (
+        "deep-json",
+        "post",
+        "/predict",
+        {"content": b"[" * 100000 + b"]" * 100000, "headers": {"content-type": "application/json"}},
+        400,
+        "bad_json",
+    ),
+    (
+        "deep-json-reconstruct",
+        "post",
+        "/reconstruct",
+        {"content": b'{"digit":' + b"[" * 5000, "headers": {"content-type": "application/json"}},
+        400,
+        "bad_json",
+    ),
+    (
+        "huge-json",
+        "post",
+        "/predict/batch",
+        {"content": b'{"images": ["' + b"A" * MAX_BODY + b'"]}', "headers": {"content-type": "application/json"}},
+        413,
+        "too_large",
+    ),
     ("json-not-object", "post", "/predict", {"json": [1, 2, 3]}, 422, "invalid"),
     ("both-image-and-pixels", "post", "/predict", {"json": {"image": b64(GOOD_PNG), "pixels": [[0] * 28] * 28}}, 422, "invalid"),
     ("unknown-field", "post", "/predict", {"json": {"picture": "x"}}, 422, "invalid"),
     ("bad-base64", "post", "/predict", {"json": {"image": "not base64!"}}, 400, "bad_input"),
     ("data-url-not-base64", "post", "/predict", {"json": {"image": "data:image/png,abc"}}, 400, "bad_input"),
     ("base64-of-garbage", "post", "/predict", {"json": {"image": b64(b"garbage" * 10)}}, 400, "bad_input"),
-    ("pixels-nan", "post", "/predict", {"content": b'{"pixels": [[NaN]]}', "headers": {"content-type": "application/json"}}, 422, "invalid"),
-    ("pixels-inf", "post", "/predict", {"content": b'{"pixels": [[1e999]]}', "headers": {"content-type": "application/json"}}, 422, "invalid"),
+    (
+        "pixels-nan",
+        "post",
+        "/predict",
+        {"content": b'{"pixels": [[NaN]]}', "headers": {"content-type": "application/json"}},
+        422,
+        "invalid",
+    ),
+    (
+        "pixels-inf",
+        "post",
+        "/predict",
+        {"content": b'{"pixels": [[1e999]]}', "headers": {"content-type": "application/json"}},
+        422,
+        "invalid",
+    ),
     ("pixels-out-of-range", "post", "/predict", {"json": {"pixels": [[2.0] * 28] * 28}}, 422, "invalid"),
     ("pixels-negative", "post", "/predict", {"json": {"pixels": [[-0.1] * 28] * 28}}, 422, "invalid"),
     ("pixels-wrong-shape", "post", "/predict", {"json": {"pixels": [[0.0] * 27] * 28}}, 422, "invalid"),
@@ -80,12 +171,36 @@ CASES = [
     ("digit-float", "post", "/reconstruct", {"json": {"digit": 1.5, "pose": POSE}}, 422, "invalid"),
     ("pose-short", "post", "/reconstruct", {"json": {"digit": 1, "pose": [0.0] * 15}}, 422, "invalid"),
     ("pose-long", "post", "/reconstruct", {"json": {"digit": 1, "pose": [0.0] * 17}}, 422, "invalid"),
-    ("pose-nan", "post", "/reconstruct", {"content": b'{"digit": 1, "pose": [NaN, 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}', "headers": {"content-type": "application/json"}}, 422, "invalid"),
-    ("pose-infinity", "post", "/reconstruct", {"content": b'{"digit": 1, "pose": [Infinity, 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}', "headers": {"content-type": "application/json"}}, 422, "invalid"),
+    (
+        "pose-nan",
+        "post",
+        "/reconstruct",
+        {"content": b'{"digit": 1, "pose": [NaN, 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}', "headers": {"content-type": "application/json"}},
+        422,
+        "invalid",
+    ),
+    (
+        "pose-infinity",
+        "post",
+        "/reconstruct",
+        {"content": b'{"digit": 1, "pose": [Infinity, 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}', "headers": {"content-type": "application/json"}},
+        422,
+        "invalid",
+    ),
     ("pose-huge", "post", "/reconstruct", {"json": {"digit": 1, "pose": [1e30] + [0.0] * 15}}, 422, "invalid"),
     ("perturb-too-many-deltas", "post", "/perturb", {"json": {"digit": 1, "pose": POSE, "deltas": [0.0] * 42}}, 422, "invalid"),
     ("perturb-no-deltas", "post", "/perturb", {"json": {"digit": 1, "pose": POSE, "deltas": []}}, 422, "invalid"),
-    ("perturb-nan-delta", "post", "/perturb", {"content": b'{"digit": 1, "pose": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0], "deltas": [NaN]}', "headers": {"content-type": "application/json"}}, 422, "invalid"),
+    (
+        "perturb-nan-delta",
+        "post",
+        "/perturb",
+        {
+            "content": b'{"digit": 1, "pose": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0], "deltas": [NaN]}',
+            "headers": {"content-type": "application/json"},
+        },
+        422,
+        "invalid",
+    ),
     ("include-unknown", "post", "/predict?include=weights", {"json": {"pixels": [[0.0] * 28] * 28}}, 422, "invalid"),
     ("traversal", "get", "/static/../weights/model-card.json", {}, 404, "not_found"),
     ("traversal-encoded", "get", "/static/%2e%2e/weights/capsnet.onnx", {}, 404, "not_found"),

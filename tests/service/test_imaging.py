@@ -1,4 +1,5 @@
 """The PNGs the API returns open in any decoder with the values the model produced."""
+
 from __future__ import annotations
 
 import base64

@@ -1,4 +1,5 @@
 """Uploads as browsers and HTTP clients encode them come back byte for byte; broken bodies are a 400, never a crash."""
+
 from __future__ import annotations
 
 import httpx
@@ -44,9 +45,11 @@ def test_a_body_cut_short_anywhere_is_a_400(parts, data):
 
 
 def test_preamble_epilogue_padding_and_header_case_are_accepted():
-    body = (b"a preamble\r\n--xyz  \r\ncontent-disposition: form-data; NAME=\"file\"; filename=\"a;b.png\"\r\n"
-            b"Content-Type: image/png\r\n\r\nPIXELS\r\n--xyz--\r\nan epilogue")
-    assert file_parts(body, "multipart/form-data; boundary=\"xyz\"", "file", 1) == [b"PIXELS"]
+    body = (
+        b'a preamble\r\n--xyz  \r\ncontent-disposition: form-data; NAME="file"; filename="a;b.png"\r\n'
+        b"Content-Type: image/png\r\n\r\nPIXELS\r\n--xyz--\r\nan epilogue"
+    )
+    assert file_parts(body, 'multipart/form-data; boundary="xyz"', "file", 1) == [b"PIXELS"]
 
 
 def test_quoted_parameters_keep_separators_and_escapes():

@@ -1,6 +1,7 @@
-"""The Open Inference Protocol (issue 16): the stock tritonclient (HTTP; JSON and binary tensors) against real uvicorn,
+"""The Open Inference Protocol: the stock tritonclient (HTTP; JSON and binary tensors) against real uvicorn,
 answers equal to /predict and /reconstruct, Triton's error statuses, and raw responses against the protocol's own
 OpenAPI schemas (../shared/schemas/open-inference-rest.yaml)."""
+
 from __future__ import annotations
 
 import copy
@@ -69,8 +70,10 @@ def _image_input(x: np.ndarray, binary: bool) -> triton.InferInput:
 
 
 def _decoder_inputs(digits: np.ndarray, poses: np.ndarray, binary: bool) -> list[triton.InferInput]:
-    return [triton.InferInput("digit", list(digits.shape), "INT64").set_data_from_numpy(digits, binary_data=binary),
-            triton.InferInput("pose", list(poses.shape), "FP32").set_data_from_numpy(poses, binary_data=binary)]
+    return [
+        triton.InferInput("digit", list(digits.shape), "INT64").set_data_from_numpy(digits, binary_data=binary),
+        triton.InferInput("pose", list(poses.shape), "FP32").set_data_from_numpy(poses, binary_data=binary),
+    ]
 
 
 def _status(call) -> str:
@@ -80,6 +83,7 @@ def _status(call) -> str:
 
 
 # ---- health, metadata, configuration ----
+
 
 def test_server_and_models_are_live_and_ready(client_v2):
     assert client_v2.is_server_live() and client_v2.is_server_ready()
@@ -95,10 +99,17 @@ def test_model_metadata_is_the_onnx_graphs_signature(client_v2):
     assert capsnet["name"] == "capsnet" and capsnet["versions"] == ["1"] and capsnet["platform"] == "onnxruntime_onnx"
     assert capsnet["inputs"] == [{"name": "image", "datatype": "FP32", "shape": [-1, 1, 28, 28]}]
     assert [(o["name"], o["datatype"], o["shape"]) for o in capsnet["outputs"]] == [
-        ("lengths", "FP32", [-1, 10]), ("poses", "FP32", [-1, 10, 16]), ("reconstruction", "FP32", [-1, 1, 28, 28]),
-        ("coupling", "FP32", [-1, 1152, 10]), ("primary", "FP32", [-1, 1152, 8])]
+        ("lengths", "FP32", [-1, 10]),
+        ("poses", "FP32", [-1, 10, 16]),
+        ("reconstruction", "FP32", [-1, 1, 28, 28]),
+        ("coupling", "FP32", [-1, 1152, 10]),
+        ("primary", "FP32", [-1, 1152, 8]),
+    ]
     decoder = client_v2.get_model_metadata("decoder", "1")
-    assert decoder["inputs"] == [{"name": "digit", "datatype": "INT64", "shape": [-1]}, {"name": "pose", "datatype": "FP32", "shape": [-1, 16]}]
+    assert decoder["inputs"] == [
+        {"name": "digit", "datatype": "INT64", "shape": [-1]},
+        {"name": "pose", "datatype": "FP32", "shape": [-1, 16]},
+    ]
     assert decoder["outputs"] == [{"name": "reconstruction", "datatype": "FP32", "shape": [-1, 1, 28, 28]}]
     assert _status(lambda: client_v2.get_model_metadata("resnet")) == "404"
     assert _status(lambda: client_v2.get_model_metadata("capsnet", "2")) == "404"
@@ -125,6 +136,7 @@ def _pbtxt(model: str) -> str:
 
 
 # ---- inference: equal to the service's own endpoints ----
+
 
 @pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
 def test_capsnet_equals_predict(client_v2, server, binary):
@@ -192,6 +204,7 @@ def test_capsnet_requests_go_through_the_batcher(client_v2, server):
 
 # ---- errors, as Triton answers them ----
 
+
 def test_errors_carry_tritons_statuses(client_v2):
     x = _digits(1)
     lengths = [triton.InferRequestedOutput("lengths")]
@@ -221,20 +234,55 @@ def _binary(header: dict, raw: bytes) -> tuple[bytes, dict[str, str]]:
     return head + raw, {"Inference-Header-Content-Length": str(len(head))}
 
 
-@pytest.mark.parametrize("body, headers, fragment", [
-    (b'{"inputs": [', {}, "not valid JSON"),
-    (b'{"inputs": []}', {}, "takes exactly the inputs"),
-    (json.dumps({"inputs": [{"name": "image", "shape": [0, 1, 28, 28], "datatype": "FP32", "data": []}]}).encode(), {}, "batch-size"),
-    (json.dumps({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP33", "data": [0] * 784}]}).encode(), {}, "invalid datatype"),
-    (json.dumps({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": ["a"] * 784}]}).encode(), {}, "FP32 numbers"),
-    (json.dumps({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": [0] * 783}]}).encode(), {}, "783 values"),
-    (*_binary({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "parameters": {"binary_data_size": 3136}}]},
-              b"\0" * 3135), "3135 bytes of binary data left"),
-    (*_binary({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "parameters": {"binary_data_size": 3136}}]},
-              b"\0" * 3137), "1 bytes of binary data after"),
-    (b"{}", {"Inference-Header-Content-Length": "9"}, "Inference-Header-Content-Length"),
-], ids=["truncated-json", "no-inputs", "empty-batch", "unknown-datatype", "strings", "short-data", "short-binary", "long-binary",
-        "header-past-body"])
+@pytest.mark.parametrize(
+    "body, headers, fragment",
+    [
+        (b'{"inputs": [', {}, "not valid JSON"),
+        (b'{"inputs": []}', {}, "takes exactly the inputs"),
+        (json.dumps({"inputs": [{"name": "image", "shape": [0, 1, 28, 28], "datatype": "FP32", "data": []}]}).encode(), {}, "batch-size"),
+        (
+            json.dumps({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP33", "data": [0] * 784}]}).encode(),
+            {},
+            "invalid datatype",
+        ),
+        (
+            json.dumps({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": ["a"] * 784}]}).encode(),
+            {},
+            "FP32 numbers",
+        ),
+        (
+            json.dumps({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": [0] * 783}]}).encode(),
+            {},
+            "783 values",
+        ),
+        (
+            *_binary(
+                {"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "parameters": {"binary_data_size": 3136}}]},
+                b"\0" * 3135,
+            ),
+            "3135 bytes of binary data left",
+        ),
+        (
+            *_binary(
+                {"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "parameters": {"binary_data_size": 3136}}]},
+                b"\0" * 3137,
+            ),
+            "1 bytes of binary data after",
+        ),
+        (b"{}", {"Inference-Header-Content-Length": "9"}, "Inference-Header-Content-Length"),
+    ],
+    ids=[
+        "truncated-json",
+        "no-inputs",
+        "empty-batch",
+        "unknown-datatype",
+        "strings",
+        "short-data",
+        "short-binary",
+        "long-binary",
+        "header-past-body",
+    ],
+)
 def test_malformed_requests_are_400_in_the_protocols_body(client, body, headers, fragment):
     r = client.post("/v2/models/capsnet/infer", content=body, headers=headers)
     assert r.status_code == 400, r.text[:300]
@@ -268,6 +316,7 @@ def test_a_full_queue_is_503_with_retry_after():
 
 # ---- statistics ----
 
+
 def test_statistics_count_what_was_served(client_v2):
     def decoder_stats() -> dict:
         stats = client_v2.get_inference_statistics("decoder")["model_stats"]
@@ -291,6 +340,7 @@ def test_statistics_count_what_was_served(client_v2):
 
 
 # ---- raw responses against the protocol's OpenAPI schemas ----
+
 
 @pytest.fixture(scope="module")
 def protocol() -> dict:
@@ -324,8 +374,13 @@ def test_raw_responses_match_the_protocol_schemas(server, protocol):
     _check(strict, "metadata_server_response", httpx.get(url + "/v2", timeout=10).json())
     for model in ("capsnet", "decoder"):
         _check(strict, "metadata_model_response", httpx.get(f"{url}/v2/models/{model}", timeout=10).json())
-    request = {"id": "x1", "inputs": [{"name": "digit", "shape": [2], "datatype": "INT64", "data": [4, 9]},
-                                      {"name": "pose", "shape": [2, 16], "datatype": "FP32", "data": [[0.05] * 16, [-0.05] * 16]}]}
+    request = {
+        "id": "x1",
+        "inputs": [
+            {"name": "digit", "shape": [2], "datatype": "INT64", "data": [4, 9]},
+            {"name": "pose", "shape": [2, 16], "datatype": "FP32", "data": [[0.05] * 16, [-0.05] * 16]},
+        ],
+    }
     _check(strict, "inference_request", request)
     r = httpx.post(url + "/v2/models/decoder/infer", json=request, timeout=30)
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
@@ -339,8 +394,10 @@ def test_raw_responses_match_the_protocol_schemas(server, protocol):
     _check(_strict(protocol, binary_outputs=True), "inference_response", header)
     assert header["outputs"][0]["parameters"]["binary_data_size"] == len(r.content) - n == 2 * 784 * 4
 
-    for path, call in [("/v2/models/resnet", lambda p: httpx.get(url + p, timeout=10)),
-                       ("/v2/models/decoder/infer", lambda p: httpx.post(url + p, json={"inputs": "x"}, timeout=10))]:
+    for path, call in [
+        ("/v2/models/resnet", lambda p: httpx.get(url + p, timeout=10)),
+        ("/v2/models/decoder/infer", lambda p: httpx.post(url + p, json={"inputs": "x"}, timeout=10)),
+    ]:
         r = call(path)
         assert r.status_code in (400, 404)
         _check(strict, "inference_error_response", r.json())
@@ -353,7 +410,15 @@ def test_openapi_documents_the_v2_routes(client):
     assert infer["tags"] == ["open inference protocol"]
     assert {"application/json", "application/octet-stream"} <= set(infer["requestBody"]["content"])
     assert "$defs" not in json.dumps(infer)  # inlined: a $ref into $defs would point nowhere in this document
-    for path in ("/v2", "/v2/health/live", "/v2/health/ready", "/v2/models/{model_name}", "/v2/models/{model_name}/ready",
-                 "/v2/models/{model_name}/config", "/v2/models/{model_name}/stats", "/v2/models/stats",
-                 "/v2/models/{model_name}/versions/{model_version}/infer"):
+    for path in (
+        "/v2",
+        "/v2/health/live",
+        "/v2/health/ready",
+        "/v2/models/{model_name}",
+        "/v2/models/{model_name}/ready",
+        "/v2/models/{model_name}/config",
+        "/v2/models/{model_name}/stats",
+        "/v2/models/stats",
+        "/v2/models/{model_name}/versions/{model_version}/infer",
+    ):
         assert path in spec["paths"], path

@@ -1,4 +1,5 @@
 """POST /probe: the network on affine transforms of its input (model/affine.py), as the page's equivariance probe uses it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,15 +51,18 @@ def test_an_uploaded_image_is_preprocessed_first(client):
     np.testing.assert_allclose(r["results"][0]["lengths"], direct["lengths"], atol=1e-4)
 
 
-@pytest.mark.parametrize("body, message", [
-    ({"transforms": [{}]}, "send exactly one of 'image' or 'pixels'"),
-    ({"pixels": "P", "transforms": []}, "transforms"),
-    ({"pixels": "P", "transforms": [{}] * 65}, "at most 64 items"),
-    ({"pixels": "P", "transforms": [{"rotate": 181}]}, "transforms.0.rotate"),
-    ({"pixels": "P", "transforms": [{"scale": 0.1}]}, "transforms.0.scale"),
-    ({"pixels": "P", "transforms": [{"shear": float("nan")}]}, None),
-    ({"pixels": "P", "transforms": [{"turn": 3}]}, "transforms.0.turn"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"transforms": [{}]}, "send exactly one of 'image' or 'pixels'"),
+        ({"pixels": "P", "transforms": []}, "transforms"),
+        ({"pixels": "P", "transforms": [{}] * 65}, "at most 64 items"),
+        ({"pixels": "P", "transforms": [{"rotate": 181}]}, "transforms.0.rotate"),
+        ({"pixels": "P", "transforms": [{"scale": 0.1}]}, "transforms.0.scale"),
+        ({"pixels": "P", "transforms": [{"shear": float("nan")}]}, None),
+        ({"pixels": "P", "transforms": [{"turn": 3}]}, "transforms.0.turn"),
+    ],
+)
 def test_bad_probes_are_4xx(client, seven, body, message):
     if body.get("pixels") == "P":
         body = {**body, "pixels": seven.tolist()}

@@ -2,6 +2,7 @@
 
 The sets are generated (tests/service/realworld.py) from fixed seeds, so each figure is the same on every run; the
 measured figures are in the issue's closing note and the README. Each test prints its figure in its message."""
+
 from __future__ import annotations
 
 import base64
@@ -73,13 +74,19 @@ def test_non_digits_are_flagged(client):
 
 def test_blank_paper_and_empty_canvases_are_blank(client):
     rng = np.random.default_rng(5)
-    missed = [kind for kind in ["paper"] * 40 + ["canvas"] * 20 if not (body := post(client, realworld.blank(rng, kind)[1]))["blank"]
-              or body["is_digit"]]
+    missed = [
+        kind
+        for kind in ["paper"] * 40 + ["canvas"] * 20
+        if not (body := post(client, realworld.blank(rng, kind)[1]))["blank"] or body["is_digit"]
+    ]
     assert not missed, f"not blank: {Counter(missed)}"
 
 
-@pytest.mark.parametrize("make", [lambda: encode(Image.new("L", (1, 1), 0)), lambda: encode(Image.new("RGB", (3000, 3000), "white"))],
-                         ids=["one-pixel", "white-3000x3000"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: encode(Image.new("L", (1, 1), 0)), lambda: encode(Image.new("RGB", (3000, 3000), "white"))],
+    ids=["one-pixel", "white-3000x3000"],
+)
 def test_empty_uploads_are_blank_not_a_confident_digit(client, make):
     body = post(client, make())
     assert body["blank"] and not body["is_digit"]

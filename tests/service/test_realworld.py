@@ -1,4 +1,5 @@
 """The generator of realistic inputs is itself tested: accuracy figures built on it are only as good as its promises."""
+
 from __future__ import annotations
 
 import io

@@ -1,6 +1,7 @@
-"""The remote engine (issue 16 part 3): a front with CAPSNET_ENGINE_URL runs both models on a second instance of this
+"""The remote engine: a front with CAPSNET_ENGINE_URL runs both models on a second instance of this
 service over the Open Inference Protocol and answers as that instance does; with the engine gone it answers 503
 engine_unavailable with Retry-After within its timeout, not a 500 and not a hang, and /readyz says so."""
+
 from __future__ import annotations
 
 import io
@@ -33,8 +34,9 @@ def servers() -> Iterator[tuple[Server, Server]]:
     engine = Server({"CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_WARMUP_RUNS": "1"}).wait_ready()
     front = None
     try:
-        front = Server({"CAPSNET_ENGINE_URL": engine.url, "CAPSNET_ENGINE_TIMEOUT_S": str(ENGINE_TIMEOUT_S),
-                        "CAPSNET_WARMUP_RUNS": "1"}).wait_ready()
+        front = Server(
+            {"CAPSNET_ENGINE_URL": engine.url, "CAPSNET_ENGINE_TIMEOUT_S": str(ENGINE_TIMEOUT_S), "CAPSNET_WARMUP_RUNS": "1"}
+        ).wait_ready()
         yield engine, front
     finally:
         if front is not None:
@@ -121,8 +123,10 @@ def test_metadata_of_another_model_is_refused() -> None:
     from service.settings import ROOT
 
     card = load_card(ROOT / "weights")
-    good = {"inputs": [{"name": "digit", "datatype": "INT64", "shape": [-1, 1]}, {"name": "pose", "datatype": "FP32", "shape": [-1, 16]}],
-            "outputs": [{"name": "reconstruction", "datatype": "FP32", "shape": [-1, 1, 28, 28]}]}
+    good = {
+        "inputs": [{"name": "digit", "datatype": "INT64", "shape": [-1, 1]}, {"name": "pose", "datatype": "FP32", "shape": [-1, 16]}],
+        "outputs": [{"name": "reconstruction", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+    }
     assert [a.shape for a in check_metadata("decoder", good, card).inputs] == [["batch"], ["batch", 16]]  # Triton's [N,1] digit
     wrong = {**good, "inputs": [good["inputs"][0], {"name": "pose", "datatype": "FP32", "shape": [-1, 8]}]}
     with pytest.raises(EngineMismatch, match="'pose' is FP32 \\[-1, 8\\]"):

@@ -1,5 +1,6 @@
-"""One request path (issue 12, part 4): method, then media type, then size and JSON, each checked once; rejections
+"""One request path: method, then media type, then size and JSON, each checked once; rejections
 counted under their route; HEAD on every GET endpoint; one error code per mistake; responses as /openapi.json says."""
+
 from __future__ import annotations
 
 import asyncio
@@ -82,8 +83,11 @@ def test_json_nested_past_the_limit_is_bad_json_before_it_is_parsed(client, path
 
 
 def test_a_structured_json_media_type_is_json(client):
-    r = client.post("/reconstruct", content=b'{"digit": 1, "pose": [' + b",".join([b"0"] * 16) + b"]}",
-                    headers={"content-type": "application/vnd.capsnet+json; charset=utf-8"})
+    r = client.post(
+        "/reconstruct",
+        content=b'{"digit": 1, "pose": [' + b",".join([b"0"] * 16) + b"]}",
+        headers={"content-type": "application/vnd.capsnet+json; charset=utf-8"},
+    )
     assert r.status_code == 200, r.text
 
 
@@ -98,7 +102,11 @@ def test_a_bad_item_of_a_json_batch_is_named(client):
 
 
 def test_a_bad_file_of_a_multipart_batch_is_named(client):
-    files = [("file", ("a.png", GOOD_PNG, "image/png")), ("file", ("b.png", GOOD_PNG, "image/png")), ("file", ("c.png", b"junk", "image/png"))]
+    files = [
+        ("file", ("a.png", GOOD_PNG, "image/png")),
+        ("file", ("b.png", GOOD_PNG, "image/png")),
+        ("file", ("c.png", b"junk", "image/png")),
+    ]
     r = client.post("/predict/batch", files=files)
     assert r.status_code == 400 and r.json()["error"] == "bad_input"
     assert r.json()["detail"].startswith("image 2: cannot decode image"), r.json()
@@ -118,9 +126,20 @@ def test_a_body_without_content_length_is_refused_once_past_the_limit_and_not_re
     async def send(message: dict) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http", "path": "/predict",
-             "raw_path": b"/predict", "root_path": "", "query_string": b"", "headers": [(b"content-type", b"application/json")],
-             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/predict",
+        "raw_path": b"/predict",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
     asyncio.run(app(scope, receive, send))
     start = next(m for m in sent if m["type"] == "http.response.start")
     assert start["status"] == 413 and (b"connection", b"close") in start["headers"]
@@ -153,6 +172,7 @@ def test_one_in_flight_count_feeds_the_gauge_and_the_batcher(client):
 
 # ---- responses against the schemas /openapi.json declares for them ----
 
+
 @pytest.fixture(scope="module")
 def spec(client) -> dict:
     return client.get("/openapi.json").json()
@@ -160,14 +180,18 @@ def spec(client) -> dict:
 
 def _validator(spec: dict, path: str, method: str, status: int) -> Draft202012Validator:
     """The declared schema of one response, its $refs resolved against the whole document."""
-    pointer = "/".join(["#/paths", path.replace("~", "~0").replace("/", "~1"), method, "responses", str(status),
-                        "content", "application~1json", "schema"])
+    pointer = "/".join(
+        ["#/paths", path.replace("~", "~0").replace("/", "~1"), method, "responses", str(status), "content", "application~1json", "schema"]
+    )
     registry = Registry().with_resource("urn:openapi", Resource(contents=spec, specification=DRAFT202012))
     return Draft202012Validator({"$ref": "urn:openapi" + pointer}, registry=registry)
 
 
 def _assert_valid(spec: dict, path: str, method: str, r: httpx.Response) -> None:
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}" for e in _validator(spec, path, method, r.status_code).iter_errors(r.json())]
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}"
+        for e in _validator(spec, path, method, r.status_code).iter_errors(r.json())
+    ]
     assert not errors, f"{method.upper()} {path} {r.status_code}: {errors[:5]}"
 
 
@@ -230,8 +254,19 @@ def test_openapi_documents_the_model_the_error_body_and_the_decoder_limits(spec)
     model = spec["paths"]["/model"]["get"]["responses"]
     assert model["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ServedModel"}
     assert "503" in model
-    assert {"name", "version", "provider", "device", "precision", "model_file", "session_providers", "available_providers",
-            "input_spec", "limits", "batching"} <= set(schemas["ServedModel"]["required"])
+    assert {
+        "name",
+        "version",
+        "provider",
+        "device",
+        "precision",
+        "model_file",
+        "session_providers",
+        "available_providers",
+        "input_spec",
+        "limits",
+        "batching",
+    } <= set(schemas["ServedModel"]["required"])
     assert schemas["ServedModel"]["additionalProperties"] is True  # the card's own fields
 
     error = schemas["ErrorBody"]

@@ -1,4 +1,5 @@
 """?include=routing: every iteration of dynamic routing for the input, from weights/routing.onnx, against the served graph."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,13 +61,16 @@ def test_batch_traces_each_item(client, digits):
     assert r[0]["routing"]["iterations"][5]["lengths"] != r[1]["routing"]["iterations"][5]["lengths"]
 
 
-@pytest.mark.parametrize("query, message", [
-    ("include=routing&routing_type=32", "routing_type must be `mean` or a capsule type 0-31, got '32'"),
-    ("include=routing&routing_type=-1", "routing_type must be `mean` or a capsule type 0-31"),
-    ("include=routing&routing_type=first", "got 'first'"),
-    ("routing_type=3", "routing_type needs include=routing"),
-    ("include=routes", "include: unknown value(s) ['routes']"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("include=routing&routing_type=32", "routing_type must be `mean` or a capsule type 0-31, got '32'"),
+        ("include=routing&routing_type=-1", "routing_type must be `mean` or a capsule type 0-31"),
+        ("include=routing&routing_type=first", "got 'first'"),
+        ("routing_type=3", "routing_type needs include=routing"),
+        ("include=routes", "include: unknown value(s) ['routes']"),
+    ],
+)
 def test_bad_routing_queries_are_422(client, digits, query, message):
     r = client.post(f"/predict?{query}", json={"pixels": digits[0][0].tolist()})
     assert r.status_code == 422 and message in r.json()["detail"]

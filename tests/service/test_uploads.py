@@ -1,4 +1,5 @@
 """Heavy uploads do not stall the service: decoded off the event loop, in a pool with a bounded number of places."""
+
 from __future__ import annotations
 
 import threading

@@ -6,20 +6,14 @@ CAPSNET_REQUIRE_BROWSER=1, which makes a missing browser a failure (CI).
 
 Everything waits for conditions, never for fixed times: the model may share the CPU with other work.
 """
+
 from __future__ import annotations
 
 import base64
 import io
 import json
 import math
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -32,9 +26,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "test-output"
-CHROMIUM = os.environ.get("CAPSNET_CHROMIUM", "/usr/bin/chromium")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-READY_TIMEOUT_S = 60.0
 WAIT_MS = 30_000  # one condition on the page (a /predict may take a second on a busy CPU)
 TILE, ROWS, COLS = 28, 16, 11  # the Figure 4 grid: 16 dimensions x 11 deltas of 28x28 tiles
 
@@ -45,77 +36,10 @@ SEVEN = [[(0.26, 0.18), (0.74, 0.18), (0.58, 0.50), (0.44, 0.86)]]
 SEVEN_BAR = [[(0.28, 0.16), (0.53, 0.14)]]  # added to ONE's top: a "7"-like shape
 # Not a digit: an asterisk of four strokes. With weights/ as committed, its longest capsule is short (about 0.4) and
 # redraws it badly (error about 1), far outside the model card's is_digit rule; test_non_digit_upload checks it still is.
-ASTERISK = [[(0.5 + 0.35 * math.cos(a), 0.5 + 0.35 * math.sin(a)), (0.5 - 0.35 * math.cos(a), 0.5 - 0.35 * math.sin(a))]
-            for a in (0.0, math.pi / 4, math.pi / 2, 3 * math.pi / 4)]
-
-
-def _require_browser(reason: str) -> None:
-    if os.environ.get("CAPSNET_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"{reason} (CAPSNET_REQUIRE_BROWSER=1)")
-    pytest.skip(reason)
-
-
-# ---------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _require_browser("playwright is not installed: pip install -r requirements/test.txt to run the page tests")
-    if not Path(CHROMIUM).exists():
-        _require_browser("Chromium not found: apt-get install chromium (Debian) to run the page tests")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield b
-        b.close()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def base_url(browser: Any) -> Iterator[str]:
-    """The real service (`python -m service`) on a free loopback port; needs the browser first, so a
-    run without Chromium skips before starting it."""
-    port = _free_port()
-    env = {**os.environ, "CAPSNET_PORT": str(port), "CAPSNET_HOST": "127.0.0.1", "CAPSNET_LOG_LEVEL": "warning"}
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "service"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-
-    def output() -> str:
-        log.seek(0)
-        return log.read().decode(errors="replace")[-4000:]
-
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the service exited with {proc.returncode} before it was ready:\n{output()}")
-            try:
-                with urllib.request.urlopen(f"{url}/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the service was not ready within {READY_TIMEOUT_S:.0f} s:\n{output()}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.close()
+ASTERISK = [
+    [(0.5 + 0.35 * math.cos(a), 0.5 + 0.35 * math.sin(a)), (0.5 - 0.35 * math.cos(a), 0.5 - 0.35 * math.sin(a))]
+    for a in (0.0, math.pi / 4, math.pi / 2, 3 * math.pi / 4)
+]
 
 
 class Watch:
@@ -310,9 +234,7 @@ def tab_through(page: Any, limit: int = 80) -> list[str]:
     seen: list[str] = []
     for _ in range(limit):
         page.keyboard.press("Tab")
-        name = page.evaluate(
-            "() => { const e = document.activeElement; return e ? (e.dataset.testid || e.id || e.tagName) : ''; }"
-        )
+        name = page.evaluate("() => { const e = document.activeElement; return e ? (e.dataset.testid || e.id || e.tagName) : ''; }")
         if seen and name == seen[0]:
             break
         seen.append(name)
@@ -590,8 +512,22 @@ def test_keyboard_and_screen_reader(page: Any) -> None:
     wait_settled(page)
     order = tab_through(page)
     tiles = [f"counterfactual-{k}" for k in range(10)]
-    for name in ["clear", "undo", "upload", "capsule-select", "reset-sliders", "show-coupling", "routing-iteration", "routing-play",
-                 "routing-view", "routing-type"] + tiles + [f"pose-slider-{d}" for d in range(16)]:
+    for name in (
+        [
+            "clear",
+            "undo",
+            "upload",
+            "capsule-select",
+            "reset-sliders",
+            "show-coupling",
+            "routing-iteration",
+            "routing-play",
+            "routing-view",
+            "routing-type",
+        ]
+        + tiles
+        + [f"pose-slider-{d}" for d in range(16)]
+    ):
         assert name in order, f"Tab never reaches {name}: {order}"
     assert order.index("clear") < order.index("capsule-select") < order.index("pose-slider-0") < order.index("pose-slider-15")
     assert [order.index(t) for t in tiles] == sorted(order.index(t) for t in tiles), "the strip is not tabbed through in order"
@@ -626,8 +562,21 @@ def test_phone_width(browser: Any, base_url: str) -> None:
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 361
         box = canvas_box(page)
         assert box["width"] >= 250, "the drawing canvas is too small on a phone"
-        for testid in ["clear", "undo", "capsule-select", "reset-sliders", "pose-slider-15", "perturb-grid", "routing-iteration",
-                       "routing-legend", "routing-heatmap", "routing-type", "transform-rotate", "transform-shear", "probe-plot"]:
+        for testid in [
+            "clear",
+            "undo",
+            "capsule-select",
+            "reset-sliders",
+            "pose-slider-15",
+            "perturb-grid",
+            "routing-iteration",
+            "routing-legend",
+            "routing-heatmap",
+            "routing-type",
+            "transform-rotate",
+            "transform-shear",
+            "probe-plot",
+        ]:
             b = page.get_by_test_id(testid).bounding_box()
             assert b["x"] >= 0 and b["x"] + b["width"] <= 361, f"{testid} sticks out of the screen: {b}"
         OUTPUT.mkdir(exist_ok=True)
@@ -688,7 +637,9 @@ def test_digit_verdict_and_counterfactual_strip(session: tuple[Any, Watch], digi
 def test_non_digit_upload(page: Any) -> None:
     """Ink that no capsule redraws well (an asterisk): the page says it is not a digit and shows the closest reconstruction."""
     body = upload(page, "asterisk.png", digit_png(ASTERISK)).json()
-    assert body["blank"] is False and body["is_digit"] is False, f"an asterisk should not pass as a digit: {body['lengths']}, {body['recon_errors']}"
+    assert body["blank"] is False and body["is_digit"] is False, (
+        f"an asterisk should not pass as a digit: {body['lengths']}, {body['recon_errors']}"
+    )
     verdict = page.get_by_test_id("verdict")
     wait_verdict(page, "This does not look like a digit")
     best = min(range(10), key=body["recon_errors"].__getitem__)
@@ -850,7 +801,9 @@ def test_sliders_and_figure_rows_name_what_each_dimension_does(page: Any) -> Non
         if k != 1:
             page.get_by_test_id("capsule-select").select_option(str(k))
         want = expected(k)
-        page.wait_for_function("(t) => document.querySelector('[data-testid=\"pose-label-0\"]').textContent === t", arg=want[0], timeout=WAIT_MS)
+        page.wait_for_function(
+            "(t) => document.querySelector('[data-testid=\"pose-label-0\"]').textContent === t", arg=want[0], timeout=WAIT_MS
+        )
         assert [page.get_by_test_id(f"pose-label-{d}").text_content() for d in range(16)] == want
         labelled = [d for d, info in enumerate(atlas["digits"][k]["dims"]) if info["label"] != "local"]
         for d in labelled:
@@ -874,7 +827,8 @@ def heatmap_colours(page: Any) -> int:
 
 def routing_bar_heights(page: Any) -> list[float]:
     return page.evaluate(
-        """() => Array.from(document.querySelectorAll('[data-testid="routing-lengths"] .routing-fill'), (e) => parseFloat(e.style.height))"""
+        """() => Array.from(document.querySelectorAll('[data-testid="routing-lengths"] .routing-fill'),
+                            (e) => parseFloat(e.style.height))"""
     )
 
 
@@ -883,7 +837,11 @@ def test_routing_inspector_steps_through_the_iterations(session: tuple[Any, Watc
     colour, the legend says so), the bars and the map move as routing settles, the legend states the real values of the
     answer, Play runs to the last iteration, and another capsule type asks the server for that type's maps."""
     page, watch = session
-    control, out, legend = page.get_by_test_id("routing-iteration"), page.get_by_test_id("routing-iteration-out"), page.get_by_test_id("routing-legend")
+    control, out, legend = (
+        page.get_by_test_id("routing-iteration"),
+        page.get_by_test_id("routing-iteration-out"),
+        page.get_by_test_id("routing-legend"),
+    )
     expect(control).to_be_disabled()
     draw(page, ZERO, steps=8)
     wait_predicted(page, 0)
@@ -957,7 +915,9 @@ def test_probe_sliders_transform_what_the_network_sees(session: tuple[Any, Watch
     shown = page.evaluate("() => window.getComputedStyle(document.querySelector('[data-testid=\"probe-plot\"]')).display")
     assert shown != "none"
 
-    with page.expect_response(lambda r: urlsplit(r.url).path == "/probe" and json.loads(r.request.post_data)["transforms"][0]["rotate"] == 40) as resp:
+    with page.expect_response(
+        lambda r: urlsplit(r.url).path == "/probe" and json.loads(r.request.post_data)["transforms"][0]["rotate"] == 40
+    ) as resp:
         rotate.fill("40")
     sent = json.loads(resp.value.request.post_data)
     assert len(sent["transforms"]) == 1 and sent["transforms"][0] == {"rotate": 40, "scale": 1, "shear": 0}
@@ -967,11 +927,15 @@ def test_probe_sliders_transform_what_the_network_sees(session: tuple[Any, Watch
     expect(page.get_by_test_id("probe-verdict")).to_contain_text(f"Reads {answer['prediction']} \u00b7 capsule 7 length {length:.2f}")
     expect(page.get_by_test_id("probe-input")).to_have_attribute("src", re.compile(re.escape(answer["input"][:40])))
 
-    with page.expect_response(lambda r: urlsplit(r.url).path == "/probe" and len(json.loads(r.request.post_data)["transforms"]) == 13) as sweep:
+    with page.expect_response(
+        lambda r: urlsplit(r.url).path == "/probe" and len(json.loads(r.request.post_data)["transforms"]) == 13
+    ) as sweep:
         page.get_by_test_id("transform-shear").fill("20")
     swept = json.loads(sweep.value.request.post_data)["transforms"]
     assert swept[0]["shear"] == -30 and swept[-1]["shear"] == 30 and all(t["rotate"] == 40 for t in swept)
-    expect(page.get_by_test_id("probe-summary")).to_contain_text(re.compile(r"against shear .*Pose dimensions that track it most: \d+ \(r = "))
+    expect(page.get_by_test_id("probe-summary")).to_contain_text(
+        re.compile(r"against shear .*Pose dimensions that track it most: \d+ \(r = ")
+    )
     page.get_by_test_id("transform-scale").fill("0.8")
     expect(page.get_by_test_id("probe-axis")).to_have_value("scale")
     page.wait_for_load_state("networkidle")

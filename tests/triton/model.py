@@ -20,9 +20,7 @@ class TritonPythonModel:
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(
-            os.path.join(here, "model.onnx"), options, providers=["CPUExecutionProvider"]
-        )
+        self.session = ort.InferenceSession(os.path.join(here, "model.onnx"), options, providers=["CPUExecutionProvider"])
         self.inputs = [i["name"] for i in config["input"]]
         self.outputs = [o["name"] for o in config["output"]]
 
@@ -33,10 +31,7 @@ class TritonPythonModel:
             results = self.session.run(self.outputs, feeds)
             responses.append(
                 pb_utils.InferenceResponse(
-                    output_tensors=[
-                        pb_utils.Tensor(name, np.ascontiguousarray(value))
-                        for name, value in zip(self.outputs, results)
-                    ]
+                    output_tensors=[pb_utils.Tensor(name, np.ascontiguousarray(value)) for name, value in zip(self.outputs, results)]
                 )
             )
         return responses

@@ -1,4 +1,4 @@
-"""The Open Inference Protocol against a real Triton server (issue 16): nvidia-pytriton's `tritonserver` binary on
+"""The Open Inference Protocol against a real Triton server: nvidia-pytriton's `tritonserver` binary on
 127.0.0.1, serving a copy of deploy/triton/model_repository whose models run their ONNX files in the Python backend.
 
 The wheel ships the Python backend only (no ONNX Runtime backend on PyPI), so each config's `backend: "onnxruntime"`
@@ -7,13 +7,13 @@ names, types, dims, max_batch_size, reshape and dynamic batching are the generat
 itself is exercised only on a real Triton image. The server runs from its own venv (tests/triton/setup.sh,
 .triton-venv); without it these tests skip, unless CAPSNET_REQUIRE_TRITON=1 (as in .ci/run), which fails them.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,6 +28,7 @@ from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
+from bench.server import free_port
 from deploy.triton.config import parse_pbtxt, to_pbtxt
 from tests.service.test_oip import _decoder_inputs, _digits, _image_input, _pbtxt, _status
 
@@ -65,12 +66,6 @@ def python_backend_repository(source: Path, out: Path) -> Path:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def tritonserver(tmp_path_factory) -> Iterator[str]:
     home = VENV / "tritonserver"
@@ -82,19 +77,32 @@ def tritonserver(tmp_path_factory) -> Iterator[str]:
     repository = python_backend_repository(COMMITTED, tmp / "model_repository")
     libs = next((VENV / "lib").glob("python3.*/site-packages/nvidia_pytriton.libs"))
     # the stub embeds the Triton venv's Python (setup.sh copied the stub of its minor version): its libpython
-    libdir = subprocess.run([str(VENV / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
-                            capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    libdir = subprocess.run(
+        [str(VENV / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = ":".join(filter(None, [str(libs), libdir, env.get("LD_LIBRARY_PATH")]))
     env["PATH"] = f"{VENV / 'bin'}:{env['PATH']}"  # the stub's interpreter: the Triton venv's numpy<2 and onnxruntime
     env.pop("PYTHONPATH", None)
-    http = _free_port()
+    http = free_port()
     log = (tmp / "tritonserver.log").open("wb")
-    cmd = [str(home / "bin" / "tritonserver"), f"--model-repository={repository}",
-           f"--backend-directory={home / 'backends'}", f"--cache-directory={home / 'caches'}",
-           "--http-address=127.0.0.1", f"--http-port={http}", "--allow-grpc=false", "--allow-metrics=false",
-           f"--backend-config=python,shm-region-prefix-name=capsnet{os.getpid()}",
-           "--backend-config=python,shm-default-byte-size=4194304", "--exit-timeout-secs=10"]
+    cmd = [
+        str(home / "bin" / "tritonserver"),
+        f"--model-repository={repository}",
+        f"--backend-directory={home / 'backends'}",
+        f"--cache-directory={home / 'caches'}",
+        "--http-address=127.0.0.1",
+        f"--http-port={http}",
+        "--allow-grpc=false",
+        "--allow-metrics=false",
+        f"--backend-config=python,shm-region-prefix-name=capsnet{os.getpid()}",
+        "--backend-config=python,shm-default-byte-size=4194304",
+        "--exit-timeout-secs=10",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"127.0.0.1:{http}"
     try:
@@ -144,8 +152,12 @@ def test_model_metadata_is_the_onnx_graphs_signature(client):
     assert capsnet["name"] == "capsnet" and capsnet["versions"] == ["1"]
     assert capsnet["inputs"] == [{"name": "image", "datatype": "FP32", "shape": [-1, 1, 28, 28]}]
     assert [(o["name"], o["datatype"], o["shape"]) for o in capsnet["outputs"]] == [
-        ("lengths", "FP32", [-1, 10]), ("poses", "FP32", [-1, 10, 16]), ("reconstruction", "FP32", [-1, 1, 28, 28]),
-        ("coupling", "FP32", [-1, 1152, 10]), ("primary", "FP32", [-1, 1152, 8])]
+        ("lengths", "FP32", [-1, 10]),
+        ("poses", "FP32", [-1, 10, 16]),
+        ("reconstruction", "FP32", [-1, 1, 28, 28]),
+        ("coupling", "FP32", [-1, 1152, 10]),
+        ("primary", "FP32", [-1, 1152, 8]),
+    ]
     decoder = client.get_model_metadata("decoder", "1")
     assert [i["name"] for i in decoder["inputs"]] == ["digit", "pose"]
     assert decoder["inputs"][1] == {"name": "pose", "datatype": "FP32", "shape": [-1, 16]}

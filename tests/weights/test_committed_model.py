@@ -1,10 +1,10 @@
 """The committed ONNX files are the ones the model card describes, and the card's accuracy is theirs."""
+
 from __future__ import annotations
 
 import hashlib
 import json
 
-import numpy as np
 import pytest
 
 from tests.conftest import MNIST, WEIGHTS

@@ -1,0 +1,53 @@
+"""The page's harness: Debian's Chromium through playwright, and the real service on a free loopback port.
+
+The browser is system Chromium (`apt-get install chromium`); without it these tests skip, unless
+CAPSNET_REQUIRE_BROWSER=1 (CI) makes that a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.server import Server
+
+CHROMIUM = os.environ.get("CAPSNET_CHROMIUM", "/usr/bin/chromium")
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+READY_TIMEOUT_S = 60.0
+
+
+def _require_browser(reason: str) -> None:
+    if os.environ.get("CAPSNET_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{reason} (CAPSNET_REQUIRE_BROWSER=1)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _require_browser("playwright is not installed: pip install -r requirements/test.txt to run the page tests")
+    if not Path(CHROMIUM).exists():
+        _require_browser("Chromium not found: apt-get install chromium (Debian) to run the page tests")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def base_url(browser: Any) -> Iterator[str]:
+    """The real service (`python -m service`) on a free loopback port; needs the browser first, so a
+    run without Chromium skips before starting it."""
+    server = Server({"CAPSNET_LOG_LEVEL": "warning"})
+    try:
+        server.wait_ready(READY_TIMEOUT_S)
+    except (RuntimeError, TimeoutError) as e:
+        pytest.fail(f"the service did not start: {e}\n{server.output()[-4000:]}")
+    yield server.url
+    server.stop()
