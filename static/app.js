@@ -3,10 +3,14 @@
  * No dependencies and no inline code (the server's CSP allows only same-origin scripts and styles).
  * Server-side values come in as data-* attributes on #app.
  *
- * Requests are coalesced per endpoint (see Channel): at most one in flight, the newest wish replaces
+ * Requests are coalesced per endpoint (static/channel.js): at most one in flight, the newest wish replaces
  * any queued one, and an answer older than the last one shown (or made stale by Clear) is dropped.
+ * This module draws and predicts, and drives the decoder (sections 1-5); static/routing.js (the routing inspector)
+ * and static/probe.js (the equivariance probe) each own a section and share `state` with it.
  */
 import { Channel } from "./channel.js";
+import { createProbe } from "./probe.js";
+import { createRoutingInspector } from "./routing.js";
 
 (function () {
   "use strict";
@@ -21,7 +25,6 @@ import { Channel } from "./channel.js";
   };
   var LIVE_INTERVAL_MS = 100; // predictions while a stroke is being drawn
   var PREDICT_PATH = "/predict?include=counterfactuals,routing";
-  var PLAY_STEP_MS = 700; // one routing iteration per step while playing
   var FIGURE_DELAY_MS = 150; // the Figure 4 grid waits for the drawing to settle
   var EXPORT_SIZE = 280; // the drawing is sent as a 280x280 PNG whatever the screen size
 
@@ -41,20 +44,6 @@ import { Channel } from "./channel.js";
     closestText: $("closest-text"),
     status: $("status"),
     inputPreview: $("input-preview"),
-    heatmap: $("routing-heatmap"),
-    showCoupling: $("show-coupling"),
-    iteration: $("routing-iteration"),
-    iterationOut: $("routing-iteration-out"),
-    play: $("routing-play"),
-    routingView: $("routing-view"),
-    routingType: $("routing-type"),
-    routingTrained: $("routing-trained"),
-    scale: $("routing-scale"),
-    scaleLo: $("routing-lo"),
-    scaleMark: $("routing-mark"),
-    scaleHi: $("routing-hi"),
-    legendText: $("routing-legend-text"),
-    routingBars: $("routing-lengths"),
     reconstruction: $("reconstruction"),
     poseMirror: $("pose-mirror"),
     reconDigit: $("recon-digit"),
@@ -303,7 +292,7 @@ import { Channel } from "./channel.js";
   }
 
   function predictPath() {
-    var t = els.routingType.value;
+    var t = inspector.capsuleType();
     return PREDICT_PATH + (t === "mean" ? "" : "&routing_type=" + encodeURIComponent(t));
   }
 
@@ -343,9 +332,9 @@ import { Channel } from "./channel.js";
     els.select.value = String(state.selected);
     showStrip(data);
     showPose();
-    drawRouting();
+    inspector.draw();
     updateReconstruction();
-    if (req.final) { scheduleFigure(); resetProbe(); }
+    if (req.final) { scheduleFigure(); probeView.reset(); }
   }
 
   // The big digit, and in words: a digit, nothing drawn, or something no capsule explains.
@@ -469,8 +458,8 @@ import { Channel } from "./channel.js";
     els.figureDigit.textContent = "\u2013";
     sliders.forEach(function (s) { s.input.disabled = true; s.base.textContent = "\u2013"; });
     showStrip({});
-    drawRouting();
-    resetProbe();
+    inspector.draw();
+    probeView.reset();
   }
 
   /* ------------------------------------------------- pose, decoder, Figure 4 */
@@ -555,9 +544,9 @@ import { Channel } from "./channel.js";
     showSelection();
     if (!state.result) return;
     showPose();
-    drawRouting();
-    drawProbePlot();
-    probeLive();
+    inspector.draw();
+    probeView.redraw();
+    probeView.live();
     updateReconstruction();
     scheduleFigure();
   }
@@ -567,356 +556,19 @@ import { Channel } from "./channel.js";
     t.button.addEventListener("click", function () { selectCapsule(k); });
   });
 
-  /* ------------------------------------------------------ routing inspector */
+  /* ------------------------------------------ routing inspector, equivariance probe */
 
-  // Sequential ramp for 0..1 (coupling): pale yellow -> orange -> deep red, opacity growing with the value, so the
-  // input stays visible under the map.
-  function heat(t) {
-    var stops = [[255, 237, 160], [254, 178, 76], [240, 59, 32], [189, 0, 38]];
-    var x = t * (stops.length - 1), i = Math.min(stops.length - 2, Math.floor(x)), f = x - i;
-    var c = stops[i].map(function (a, j) { return Math.round(a + (stops[i + 1][j] - a) * f); });
-    return "rgba(" + c[0] + "," + c[1] + "," + c[2] + "," + (0.2 + 0.55 * t).toFixed(3) + ")";
-  }
-
-  // Diverging ramp for -1..1 (agreement): blue below zero, red above, clear at zero.
-  function diverge(t) {
-    var a = Math.min(1, Math.abs(t));
-    return (t < 0 ? "rgba(33,102,172," : "rgba(202,0,32,") + (0.08 + 0.72 * a).toFixed(3) + ")";
-  }
-
-  function routing() { return state.result && state.result.routing ? state.result.routing : null; }
-
-  function shownIteration(rt) {
-    var n = rt.iterations.length, it = state.iteration === null ? rt.trained : state.iteration;
-    return Math.max(1, Math.min(n, it));
-  }
-
-  function fmtValue(v) { return Math.abs(v) < 10 ? v.toFixed(4) : v.toFixed(1); }
-
-  // One scale for every iteration of the shown map, so that playing shows routing sharpen instead of each step
-  // stretched to full colour; the legend says the range in numbers.
-  function scaleOf(rt, view, k) {
-    var lo = Infinity, hi = -Infinity;
-    rt.iterations.forEach(function (step) {
-      step[view + "_grid"][k].forEach(function (row) { row.forEach(function (v) { lo = Math.min(lo, v); hi = Math.max(hi, v); }); });
-    });
-    if (view === "agreement") { var m = Math.max(Math.abs(lo), Math.abs(hi), 1e-9); return { lo: -m, hi: m }; }
-    return { lo: lo, hi: Math.max(hi, lo + 1e-9) };
-  }
-
-  function colourOf(view, v, sc) {
-    return view === "agreement" ? diverge(v / sc.hi) : heat((v - sc.lo) / (sc.hi - sc.lo));
-  }
-
-  function drawRouting() {
-    var cv = els.heatmap, c = cv.getContext("2d"), size = cv.width;
-    c.clearRect(0, 0, size, size);
-    var rt = routing(), has = !!rt && state.selected !== null;
-    els.iteration.disabled = !has;
-    els.play.disabled = !has;
-    if (!has) { showRoutingOff(); return; }
-    var n = rt.iterations.length, it = shownIteration(rt), step = rt.iterations[it - 1], k = state.selected;
-    var view = els.routingView.value, grid = step[view + "_grid"][k], g = grid.length, sc = scaleOf(rt, view, k);
-    els.iteration.max = String(n);
-    els.iteration.value = String(it);
-    els.routingTrained.textContent = String(rt.trained);
-    els.iterationOut.textContent = it + " of " + n + (it === rt.trained ? " (trained)" : it > rt.trained ? " (beyond training)" : "");
-    // Primary capsule (row, col) sees input pixels 2*row .. 2*row+16 (conv 9x9, then 9x9 stride 2):
-    // its cell is drawn 2x2 input pixels wide, centred on that receptive field.
-    var px = size / CFG.imageSize, stride = CFG.primaryStride, first = (CFG.imageSize - stride * g) / 2;
-    for (var y = 0; y < g; y++) {
-      for (var x = 0; x < g; x++) {
-        c.fillStyle = colourOf(view, grid[y][x], sc);
-        c.fillRect((first + stride * x) * px, (first + stride * y) * px, stride * px, stride * px);
-      }
+  // static/routing.js and static/probe.js: each section of the page in a module of its own, sharing `state`.
+  var inspector = createRoutingInspector({
+    state: state,
+    cfg: CFG,
+    // another capsule type's maps: the same input asked again (the answer carries that type's grids)
+    askAgain: function () {
+      if (!state.result || !state.lastBody) return;
+      predictChannel.ask(function () { return { path: predictPath(), body: state.lastBody, final: false }; });
     }
-    c.strokeStyle = "rgba(255,255,255,0.7)";
-    c.lineWidth = Math.max(1, px / 5);
-    c.strokeRect(first * px, first * px, stride * g * px, stride * g * px);
-    showLegend(rt, view, step, sc, it, n);
-    showRoutingBars(step.lengths, it === rt.trained);
-  }
-
-  function showLegend(rt, view, step, sc, it, n) {
-    var c = els.scale.getContext("2d"), w = els.scale.width, h = els.scale.height;
-    c.clearRect(0, 0, w, h);
-    for (var x = 0; x < w; x++) {
-      c.fillStyle = colourOf(view, sc.lo + (sc.hi - sc.lo) * (x + 0.5) / w, sc);
-      c.fillRect(x, 0, 1, h);
-    }
-    // the reference value on the scale: uniform coupling, or zero agreement
-    var mark = view === "coupling" ? rt.uniform_coupling : 0, at = Math.max(0, Math.min(1, (mark - sc.lo) / (sc.hi - sc.lo)));
-    c.fillStyle = "#ffffff";
-    c.fillRect(Math.round(at * (w - 2)), 0, 2, h);
-    els.scaleMark.style.left = (at * 100).toFixed(1) + "%";
-    var range = step[view + "_range"], k = state.selected;
-    var who = rt.capsule_type === "mean" ? "all " + (els.routingType.options.length - 1) + " capsule types (mean)" : "capsule type " + (rt.capsule_type + 1);
-    els.scaleLo.textContent = fmtValue(sc.lo);
-    els.scaleHi.textContent = fmtValue(sc.hi);
-    var grid = step[view + "_grid"][k], lo = Infinity, hi = -Infinity;
-    grid.forEach(function (row) { row.forEach(function (v) { lo = Math.min(lo, v); hi = Math.max(hi, v); }); });
-    if (view === "coupling") {
-      els.scaleMark.textContent = "uniform " + fmtValue(rt.uniform_coupling);
-      els.legendText.textContent = "Coupling of " + who + " to capsule " + k + ", iteration " + it + " of " + n + ": " +
-        (hi - lo < 5e-5 ? "all " + fmtValue(lo) + " (routing starts uniform: 1/" + CFG.numClasses + " to each digit)"
-                        : fmtValue(lo) + " to " + fmtValue(hi) + " (uniform would be " + fmtValue(rt.uniform_coupling) + ")") +
-        ". Colours span " + fmtValue(sc.lo) + " to " + fmtValue(sc.hi) + ", the range over all " + n +
-        " iterations, not stretched per step. All digits' maps at this iteration: " + fmtValue(range[0]) + " to " + fmtValue(range[1]) + ".";
-    } else {
-      els.scaleMark.textContent = "0";
-      els.legendText.textContent = "Agreement \u00fb\u00b7v of " + who + " with capsule " + k + " after iteration " + it + " of " + n + ": " +
-        fmtValue(lo) + " to " + fmtValue(hi) + " (blue: predicted against the capsule's pose, red: with it; what the next iteration adds " +
-        "to the routing logits). Colours span \u00b1" + fmtValue(sc.hi) + " over all " + n + " iterations.";
-    }
-  }
-
-  function showRoutingBars(lengths, trained) {
-    var items = els.routingBars.children, best = 0;
-    for (var k = 1; k < lengths.length; k++) if (lengths[k] > lengths[best]) best = k;
-    for (var j = 0; j < items.length; j++) {
-      var v = lengths ? lengths[j] : 0;
-      items[j].querySelector(".routing-fill").style.height = (Math.max(0, Math.min(1, v)) * 100).toFixed(1) + "%";
-      items[j].classList.toggle("is-winner", !!lengths && j === best);
-      items[j].setAttribute("aria-label", "Capsule " + j + ": length " + v.toFixed(2));
-    }
-    els.routingBars.classList.toggle("is-trained", trained);
-  }
-
-  function showRoutingOff() {
-    stopPlay();
-    els.iterationOut.textContent = "\u2013";
-    els.scaleLo.textContent = els.scaleHi.textContent = "\u2013";
-    els.scaleMark.textContent = "";
-    els.scale.getContext("2d").clearRect(0, 0, els.scale.width, els.scale.height);
-    els.legendText.textContent = "Draw a digit to see routing.";
-    showRoutingBars(new Array(CFG.numClasses).fill(0), false);
-  }
-
-  var playTimer = null;
-  function stopPlay() {
-    if (playTimer) { clearInterval(playTimer); playTimer = null; }
-    els.play.textContent = "Play";
-    els.play.setAttribute("aria-pressed", "false");
-  }
-  els.play.addEventListener("click", function () {
-    if (playTimer) { stopPlay(); return; }
-    var rt = routing();
-    if (!rt) return;
-    state.iteration = 1;
-    drawRouting();
-    els.play.textContent = "Pause";
-    els.play.setAttribute("aria-pressed", "true");
-    playTimer = setInterval(function () {
-      var now = routing();
-      if (!now || shownIteration(now) >= now.iterations.length) { stopPlay(); return; }
-      state.iteration = shownIteration(now) + 1;
-      drawRouting();
-    }, PLAY_STEP_MS);
   });
-  els.iteration.addEventListener("input", function () {
-    stopPlay();
-    state.iteration = parseInt(els.iteration.value, 10);
-    drawRouting();
-  });
-  els.routingView.addEventListener("change", drawRouting);
-  // Another capsule type's maps: the same input asked again (the answer carries that type's grids).
-  els.routingType.addEventListener("change", function () {
-    if (!state.result || !state.lastBody) return;
-    predictChannel.ask(function () { return { path: predictPath(), body: state.lastBody, final: false }; });
-  });
-
-  els.showCoupling.addEventListener("change", function () {
-    els.heatmap.classList.toggle("is-hidden", !els.showCoupling.checked);
-  });
-
-  /* ----------------------------------------------------- equivariance probe */
-
-  // The sliders transform what the network saw (the 28x28 input of the last answer); POST /probe runs the network on it.
-  // Moving one asks for that one transform (live) and, once it settles, a sweep of its whole range for the plot.
-  var AXES = {
-    rotate: { name: "rotation", unit: "\u00b0", lo: -45, hi: 45 },
-    scale: { name: "scale", unit: "\u00d7", lo: 0.6, hi: 1.4 },
-    shear: { name: "shear", unit: "\u00b0", lo: -30, hi: 30 }
-  };
-  var SWEEP_STEPS = 13, SWEEP_DELAY_MS = 200;
-  var probeSliders = {};
-  Object.keys(AXES).forEach(function (a) { probeSliders[a] = { input: $("transform-" + a), out: $("transform-" + a + "-out") }; });
-  var probe = { input: $("probe-input"), verdict: $("probe-verdict"), bars: $("probe-lengths"), axis: $("probe-axis"),
-                plot: $("probe-plot"), summary: $("probe-summary"), reset: $("probe-reset") };
-  var sweep = null, sweepTimer = null;
-
-  function fmtAxis(a, v) { return a === "scale" ? "\u00d7" + v.toFixed(2) : (v > 0 ? "+" : v < 0 ? "\u2212" : "") + Math.abs(v) + "\u00b0"; }
-
-  function transformNow() {
-    var t = {};
-    Object.keys(AXES).forEach(function (a) { t[a] = parseFloat(probeSliders[a].input.value); });
-    return t;
-  }
-
-  function probeBody(transforms) { return { pixels: state.result.input.pixels, transforms: transforms }; }
-
-  var probeChannel = channel(function (data) {
-    var res = data.results[0], k = state.selected === null ? res.prediction : state.selected;
-    setImage(probe.input, res.input);
-    var base = state.result.lengths[k];
-    probe.verdict.textContent = "Reads " + res.prediction + " \u00b7 capsule " + k + " length " + res.lengths[k].toFixed(2) +
-      " (" + base.toFixed(2) + " untransformed)";
-    showLengthsIn(probe.bars, res.lengths);
-  }, function (err) { probe.verdict.textContent = "Probe failed: " + err.message; });
-
-  var sweepChannel = channel(function (data, req) {
-    sweep = { axis: req.axis, values: req.values, results: data.results };
-    drawProbePlot();
-  }, function (err) { probe.summary.textContent = "Sweep failed: " + err.message; });
-
-  function showLengthsIn(list, lengths) {
-    var items = list.children, best = 0;
-    for (var k = 1; k < lengths.length; k++) if (lengths[k] > lengths[best]) best = k;
-    for (var j = 0; j < items.length; j++) {
-      items[j].querySelector(".routing-fill").style.height = (Math.max(0, Math.min(1, lengths[j])) * 100).toFixed(1) + "%";
-      items[j].classList.toggle("is-winner", j === best && lengths[j] > 0);
-      items[j].setAttribute("aria-label", "Capsule " + j + ": length " + lengths[j].toFixed(2));
-    }
-  }
-
-  function probeLive() {
-    if (!state.result) return;
-    probeChannel.ask(function () { return state.result ? { path: "/probe", body: probeBody([transformNow()]) } : null; });
-  }
-
-  function scheduleSweep() {
-    if (sweepTimer) clearTimeout(sweepTimer);
-    sweepTimer = setTimeout(function () {
-      sweepTimer = null;
-      if (!state.result) return;
-      sweepChannel.ask(function () {
-        if (!state.result) return null;
-        var axis = probe.axis.value, spec = AXES[axis], now = transformNow(), values = [], transforms = [];
-        for (var i = 0; i < SWEEP_STEPS; i++) {
-          var v = spec.lo + (spec.hi - spec.lo) * i / (SWEEP_STEPS - 1);
-          values.push(v);
-          var t = Object.assign({}, now);
-          t[axis] = v;
-          transforms.push(t);
-        }
-        return { path: "/probe", body: probeBody(transforms), axis: axis, values: values };
-      });
-    }, SWEEP_DELAY_MS);
-  }
-
-  function pearson(xs, ys) {
-    var n = xs.length, mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
-    for (var i = 0; i < n; i++) { mx += xs[i] / n; my += ys[i] / n; }
-    for (var j = 0; j < n; j++) { sxy += (xs[j] - mx) * (ys[j] - my); sxx += (xs[j] - mx) * (xs[j] - mx); syy += (ys[j] - my) * (ys[j] - my); }
-    return sxx > 0 && syy > 1e-12 ? sxy / Math.sqrt(sxx * syy) : 0;
-  }
-
-  var TRACK_COLOURS = ["#2f5bd3", "#d9480f", "#2b8a3e"];
-
-  function drawProbePlot() {
-    // drawn at the canvas's displayed size, so its text stays readable on a phone
-    var cv = probe.plot, c = cv.getContext("2d"), dpr = window.devicePixelRatio || 1;
-    var W = cv.clientWidth || 640, H = Math.round(Math.max(200, Math.min(300, W * 0.47)));
-    if (cv.width !== Math.round(W * dpr) || cv.height !== Math.round(H * dpr)) { cv.width = Math.round(W * dpr); cv.height = Math.round(H * dpr); }
-    c.setTransform(dpr, 0, 0, dpr, 0, 0);
-    c.clearRect(0, 0, W, H);
-    if (!sweep || !state.result) return;
-    var k = state.selected === null ? state.result.prediction : state.selected, spec = AXES[sweep.axis], xs = sweep.values;
-    var dims = [], lengths = sweep.results.map(function (r) { return r.lengths[k]; });
-    for (var d = 0; d < CFG.digitDim; d++) {
-      var ys = sweep.results.map(function (r) { return r.poses[k][d]; });
-      dims.push({ d: d, ys: ys, r: pearson(xs, ys), span: Math.max.apply(null, ys) - Math.min.apply(null, ys) });
-    }
-    // "tracks the transform": follows it in one direction (|r|) and by a visible amount (span)
-    var ranked = dims.slice().sort(function (a, b) { return Math.abs(b.r) * b.span - Math.abs(a.r) * a.span; }).slice(0, 3);
-    // poses on the left axis (their own range, symmetric about 0), the length on the right (0..1)
-    var m = 0.05;
-    dims.forEach(function (s) { s.ys.forEach(function (v) { m = Math.max(m, Math.abs(v)); }); });
-    var lo = -m, hi = m;
-    var L = 44, R = 64, T = 14, B = 30, pw = W - L - R, ph = H - T - B;
-    function X(v) { return L + (v - spec.lo) / (spec.hi - spec.lo) * pw; }
-    function Y(v) { return T + (hi - v) / (hi - lo) * ph; }
-    function YL(v) { return T + (1 - v) * ph; }
-    c.font = "12px system-ui, sans-serif";
-    c.fillStyle = "#5b6470";
-    c.strokeStyle = "#dde1e6";
-    c.lineWidth = 1;
-    [lo, 0, hi].forEach(function (v) {
-      c.beginPath(); c.moveTo(L, Y(v)); c.lineTo(L + pw, Y(v)); c.stroke();
-      c.textAlign = "right"; c.fillText(v.toFixed(2), L - 6, Y(v) + 4);
-    });
-    c.textAlign = "left";
-    c.fillText("1", L + pw + 6, YL(1) + 4);
-    c.fillText("0", L + pw + 6, YL(0) + 4);
-    [spec.lo, (spec.lo + spec.hi) / 2, spec.hi].forEach(function (v) {
-      c.textAlign = "center"; c.fillText(fmtAxis(sweep.axis, sweep.axis === "scale" ? v : Math.round(v)), X(v), H - 10);
-    });
-    function line(ys, colour, width, dash, y) {
-      var f = y || Y;
-      c.strokeStyle = colour; c.lineWidth = width; c.setLineDash(dash || []);
-      c.beginPath();
-      ys.forEach(function (v, i) { if (i) c.lineTo(X(xs[i]), f(v)); else c.moveTo(X(xs[i]), f(v)); });
-      c.stroke();
-      c.setLineDash([]);
-    }
-    dims.forEach(function (s) { if (ranked.indexOf(s) < 0) line(s.ys, "rgba(91,100,112,0.28)", 1); });
-    ranked.forEach(function (s, i) {
-      line(s.ys, TRACK_COLOURS[i], 2.5);
-      c.fillStyle = TRACK_COLOURS[i]; c.textAlign = "left";
-      c.fillText("dim " + (s.d + 1), L + pw + 6, Y(s.ys[s.ys.length - 1]) + 4);
-    });
-    line(lengths, "#1b1f24", 3, [6, 4], YL);
-    c.fillStyle = "#1b1f24"; c.textAlign = "left";
-    c.fillText("length", L + pw + 6, YL(lengths[lengths.length - 1]) + 4);
-    var now = parseFloat(probeSliders[sweep.axis].input.value);
-    c.strokeStyle = "rgba(47,91,211,0.6)"; c.lineWidth = 1.5;
-    c.beginPath(); c.moveTo(X(now), T); c.lineTo(X(now), T + ph); c.stroke();
-    var keeps = sweep.results.filter(function (r) { return r.prediction === k; }).length;
-    probe.summary.textContent = "Capsule " + k + " against " + spec.name + " (" + fmtAxis(sweep.axis, spec.lo) + " to " +
-      fmtAxis(sweep.axis, spec.hi) + "): length " + Math.min.apply(null, lengths).toFixed(2) + " to " + Math.max.apply(null, lengths).toFixed(2) +
-      " (dashed, right axis 0 to 1), read as " + k + " at " + keeps + " of " + xs.length + " steps. Pose dimensions that track it most: " +
-      ranked.map(function (s) { return (s.d + 1) + " (r = " + (s.r >= 0 ? "+" : "\u2212") + Math.abs(s.r).toFixed(2) + ", moves " + s.span.toFixed(2) + ")"; }).join(", ") +
-      "; the other 13 in grey.";
-  }
-
-  Object.keys(AXES).forEach(function (a) {
-    var s = probeSliders[a];
-    s.input.addEventListener("input", function () {
-      s.out.textContent = fmtAxis(a, parseFloat(s.input.value));
-      if (probe.axis.value !== a) probe.axis.value = a;
-      probeLive();
-      drawProbePlot();
-      scheduleSweep();
-    });
-  });
-  probe.axis.addEventListener("change", scheduleSweep);
-  probe.reset.addEventListener("click", function () {
-    Object.keys(AXES).forEach(function (a) {
-      probeSliders[a].input.value = a === "scale" ? "1" : "0";
-      probeSliders[a].out.textContent = fmtAxis(a, parseFloat(probeSliders[a].input.value));
-    });
-    probeLive();
-    scheduleSweep();
-  });
-
-  // A new answer (or a cleared page): the probe starts again from what the network now sees.
-  function resetProbe() {
-    probeChannel.invalidate();
-    sweepChannel.invalidate();
-    sweep = null;
-    var has = !!state.result && !state.result.blank;
-    Object.keys(AXES).forEach(function (a) { probeSliders[a].input.disabled = !has; });
-    if (!has) {
-      setImage(probe.input, null);
-      probe.verdict.textContent = "\u2013";
-      showLengthsIn(probe.bars, new Array(CFG.numClasses).fill(0));
-      probe.summary.textContent = "Draw a digit to probe it.";
-      drawProbePlot();
-      return;
-    }
-    probeLive();
-    scheduleSweep();
-  }
+  var probeView = createProbe({ state: state, cfg: CFG, channel: channel, setImage: setImage });
 
   /* ------------------------------------------------------ controls, uploads */
 
