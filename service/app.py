@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -14,13 +13,14 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from service import cores
 from service.batcher import Batcher, EngineUnavailable
 from service.card import WeightsError, load_card, verify_files
-from service.engine import Engine, batches_in_flight, load_engine
+from service.engine import Engine, load_engine
 from service.errors import install_handlers
 from service.metrics import Metrics
 from service.middleware import EdgeMiddleware
-from service.remote import REMOTE_WORKERS, RemoteEngine, connect_engine
+from service.remote import RemoteEngine, connect_engine
 from service.routers import decode, dimensions, oip, ops, page, predict
 from service.routers.dimensions import load_atlas
 from service.routing import load_tracer
@@ -68,11 +68,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.engine = engine
     state.atlas = load_atlas(state)
     state.routing = routing
-    if isinstance(engine, RemoteEngine):
-        # two batches on the wire at once: one travels while the engine runs the other (the engine batches again itself)
-        workers = s.workers or REMOTE_WORKERS
-    else:
-        workers = s.workers or (batches_in_flight(ms_per_image, len(os.sched_getaffinity(0))) if engine.capsnet_busy is not None else 1)
+    workers = cores.workers(s.workers, engine, ms_per_image)
     state.batcher = Batcher(
         engine.predict,
         s.max_batch,

@@ -90,9 +90,8 @@ class Engine:
     def predict(self, images: np.ndarray, busy: bool = False) -> dict[str, np.ndarray]:
         """images float32 [N,1,S,S] -> lengths, poses, reconstruction, coupling.
 
-        `busy`: other requests are in flight, so the event loop needs a core too; the session with fewer
-        threads runs the batch (one thread per batch spent 1.03 ms of CPU per INT8 image at batch 8
-        against 1.50 ms for two: the second thread's hand-offs cost more than they save on two cores)."""
+        `busy`: other requests are in flight, so the event loop needs a core too; the session with fewer threads runs
+        the batch (service/cores.py says why)."""
         session = self.capsnet_busy if busy and self.capsnet_busy is not None else self.capsnet
         out = dict(zip(OUTPUTS, session.run(list(OUTPUTS), {"image": images})))
         out["counterfactuals"], out["recon_errors"] = counterfactuals(self.reconstruct, images, out["poses"])
@@ -120,23 +119,6 @@ class Engine:
                     best = ms if best is None else min(best, ms)
             self.reconstruct(np.zeros(1, np.int64), np.zeros((1, self.card.digit_dim), np.float32))
         return best
-
-
-# CPU that one /predict costs the event loop under load (HTTP, multipart, decoding, preprocessing, JSON):
-# 0.6-1.3 ms measured on the benchmark machines (BENCHMARKS.md, CPU per request).
-EVENT_LOOP_MS_PER_REQUEST = 1.0
-
-
-def batches_in_flight(ms_per_image: float | None, cores: int) -> int:
-    """How many single-thread batches to run at once so that the model keeps pace with one event loop.
-
-    Measured at 16 clients on 2 cores of an AMD EPYC: INT8 (~1.1 ms an image on one thread) served 759 req/s with one
-    batch in flight and 574 with two (the second only added contention); FP32 (~2.6 ms) served 331 with one, 400 with
-    two. On 2 cores of an Intel Xeon INT8 takes ~1.8-2.5 ms an image on one thread and gets two: 667-687 req/s
-    against 500-550 with one."""
-    if ms_per_image is None:
-        return 1
-    return max(1, min(cores, round(ms_per_image / EVENT_LOOP_MS_PER_REQUEST)))
 
 
 def _session(path: Path, providers: list[tuple[str, dict[str, Any]]], threads: int) -> ort.InferenceSession:

@@ -34,7 +34,6 @@ from service.engine import OUTPUTS, counterfactuals
 log = logging.getLogger("capsnet.remote")
 
 ORT_TYPE = {"FP32": "tensor(float)", "INT64": "tensor(int64)"}  # as onnxruntime names them, for /model's input_spec
-REMOTE_WORKERS = 2  # batcher threads (each with its own connection) when CAPSNET_WORKERS is 0
 READY_CACHE_S = 1.0  # how long a health check of the engine stands: /readyz is polled, and must stay cheap
 
 
@@ -259,7 +258,7 @@ class RemoteEngine:
 
     def warm_up(self, runs: int) -> float | None:
         """A round trip per run through both models, so the first request does not find the connection cold. Nothing
-        to time for batches_in_flight: the engine runs the batches (None)."""
+        to time for service.cores: the engine runs the batches (None)."""
         s = self.card.image_size
         for _ in range(runs):
             self.predict(np.zeros((1, 1, s, s), np.float32))

@@ -11,7 +11,7 @@ import pytest
 
 import service.engine as engine_module
 from service.card import load_card
-from service.engine import CUDA_OPTIONS, batches_in_flight, choose_providers, load_engine
+from service.engine import CUDA_OPTIONS, choose_providers, load_engine
 
 WEIGHTS = Path(__file__).resolve().parents[2] / "weights"
 
@@ -42,14 +42,6 @@ def test_the_real_engine_reports_the_provider_it_runs_on(client):
     engine = client.app.state.capsnet.engine
     assert engine.provider == engine.capsnet.get_providers()[0] == "CPUExecutionProvider"
     assert engine.device == "CPU"
-
-
-def test_batches_in_flight_keep_the_model_level_with_the_event_loop():
-    assert batches_in_flight(None, 2) == 1  # nothing measured: one
-    assert batches_in_flight(1.1, 2) == 1  # INT8 here: one thread keeps up
-    assert batches_in_flight(2.6, 2) == 2  # FP32 here: it takes two
-    assert batches_in_flight(9.0, 4) == 4  # never more than the cores
-    assert batches_in_flight(0.1, 8) == 1
 
 
 def test_under_load_a_second_session_with_fewer_threads_gives_the_same_answers():
