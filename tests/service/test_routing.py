@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 
 from model.data import load_mnist
-
-DATA = "../shared/data/mnist"
+from tests.conftest import MNIST
 
 
 @pytest.fixture(scope="module")
 def digits() -> tuple[np.ndarray, np.ndarray]:
-    x, y = load_mnist(DATA, "test")
+    x, y = load_mnist(MNIST, "test")
     return x[:8].astype(np.float32) / 255.0, y[:8]
 
 

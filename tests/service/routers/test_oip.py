@@ -26,7 +26,7 @@ from bench.server import Server
 from service.app import create_app
 from service.settings import Settings
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SPEC = REPO.parent / "shared" / "schemas" / "open-inference-rest.yaml"
 MNIST = REPO.parent / "shared" / "data" / "mnist"
 CAPSNET_OUTPUTS = ["lengths", "poses", "reconstruction", "coupling", "primary"]

@@ -7,14 +7,13 @@ import pytest
 
 from model.affine import Affine, warp
 from model.data import load_mnist
+from tests.conftest import MNIST
 from tests.service.helpers import b64, png_pixels, stroke_digit_one
-
-DATA = "../shared/data/mnist"
 
 
 @pytest.fixture(scope="module")
 def seven() -> np.ndarray:
-    x, y = load_mnist(DATA, "test")
+    x, y = load_mnist(MNIST, "test")
     assert y[0] == 7
     return x[0].astype(np.float32) / 255.0
 

@@ -1,19 +1,14 @@
-"""The API contract against the real app and the committed ONNX files."""
+"""POST /predict and /predict/batch (service/routers/predict.py) against the real app and the committed ONNX files."""
 
 from __future__ import annotations
 
-import gc
-import json
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import onnxruntime as ort
 import pytest
-from fastapi.testclient import TestClient
 from PIL import Image
 
-from service.app import create_app
-from service.settings import Settings
 from tests.conftest import MNIST, WEIGHTS
 from tests.service.helpers import b64, encode, png_pixels, stroke_digit_one
 
@@ -103,85 +98,12 @@ def test_mnist_digits_as_users_send_them_read_like_raw_pixels(client, how):
     assert acc >= raw_acc - 0.01, f"{how}: {acc:.3f} against {raw_acc:.3f} on the raw pixels"
 
 
-def test_reconstruct_of_a_predicted_pose_reproduces_its_reconstruction(client):
-    body = client.post("/predict", files={"file": ("one.png", stroke_digit_one(), "image/png")}).json()
-    d = body["prediction"]
-    r = client.post("/reconstruct", json={"digit": d, "pose": body["poses"][d]})
-    assert r.status_code == 200
-    assert np.abs(np.array(r.json()["reconstruction"]["pixels"]) - np.array(body["reconstruction"]["pixels"])).max() < 1e-3
-
-
-def test_perturb_grid_is_16_rows_by_deltas_columns(client):
-    pose = [0.1] * 16
-    r = client.post("/perturb", json={"digit": 4, "pose": pose})
-    assert r.status_code == 200
-    body = r.json()
-    assert body["deltas"] == pytest.approx([-0.25, -0.2, -0.15, -0.1, -0.05, 0.0, 0.05, 0.1, 0.15, 0.2, 0.25])
-    assert png_pixels(body["grid"]["png"]).shape == (16 * 28, 11 * 28)
-    r = client.post("/perturb", json={"digit": 4, "pose": pose, "deltas": [-0.5, 0.5, 0.0]})
-    grid = png_pixels(r.json()["grid"]["png"])
-    assert grid.shape == (16 * 28, 3 * 28)
-    # the delta-0 column is the unperturbed reconstruction in every row
-    plain = np.array(client.post("/reconstruct", json={"digit": 4, "pose": pose}).json()["reconstruction"]["pixels"])
-    for row in range(16):
-        tile = grid[row * 28 : (row + 1) * 28, 56:84] / 255.0
-        assert np.abs(tile - plain).max() <= 1 / 255 + 1e-6
-
-
 def test_batch_results_in_order(client):
     x = np.zeros((3, 28, 28), np.float32)
     x[1, 5:23, 13:15] = 1.0
     r = client.post("/predict/batch", json={"pixels": x.tolist()})
     res = r.json()["results"]
     assert len(res) == 3 and res[0]["lengths"] == res[2]["lengths"] != res[1]["lengths"]
-
-
-def test_ops_endpoints(client):
-    assert client.get("/healthz").json() == {"status": "ok"}
-    ready = client.get("/readyz")
-    assert ready.status_code == 200 and ready.json()["provider"] == "CPUExecutionProvider"
-    card = json.loads((WEIGHTS / "model-card.json").read_text())
-    m = client.get("/model").json()
-    assert m["version"] == card["version"] and m["files"] == card["files"]
-    assert m["provider"] == "CPUExecutionProvider" and m["input_spec"]["shape"] == [None, 1, 28, 28]
-    assert m["batching"]["batches_in_flight"] >= 1 and m["batching"]["max_batch"] >= 1
-
-
-def test_long_lived_objects_are_frozen_out_of_the_collector_while_serving():
-    with TestClient(create_app(Settings(intra_op_threads=1, warmup_runs=0))) as c:
-        assert c.get("/readyz").status_code == 200
-        assert gc.get_freeze_count() > 10_000  # FastAPI's and pydantic's objects, not traversed by full collections
-    assert gc.get_freeze_count() == 0  # after shutdown they can be collected again
-
-
-def test_metrics_count_requests_and_batches(client):
-    before = client.get("/metrics").text
-    client.post("/predict", json={"pixels": [[0.0] * 28] * 28})
-    client.post("/reconstruct", json={"digit": 1, "pose": [0.0] * 16})
-    after = client.get("/metrics").text
-
-    def count(text: str, needle: str) -> float:
-        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(needle))
-
-    assert (
-        count(after, 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"}')
-        == count(before, 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"}') + 1
-    )
-    assert count(after, 'capsnet_requests_total{endpoint="/reconstruct"') >= 1
-    assert count(after, "capsnet_batch_size_count") >= count(before, "capsnet_batch_size_count") + 1
-    assert "capsnet_queue_seconds_bucket" in after and 'capsnet_request_seconds_bucket{endpoint="/predict"' in after
-
-
-def test_openapi_documents_every_endpoint_with_examples(client):
-    spec = client.get("/openapi.json").json()
-    for path in ("/predict", "/predict/batch", "/probe", "/reconstruct", "/perturb", "/healthz", "/readyz", "/model", "/metrics"):
-        assert path in spec["paths"], path
-    text = json.dumps(spec)
-    assert '"multipart/form-data"' in text and '"examples"' in text
-    for name in ("ReconstructRequest", "PerturbRequest", "Prediction"):
-        assert "examples" in spec["components"]["schemas"][name], name
-    for path in ("/predict", "/predict/batch"):  # read from the query by hand, documented by hand
-        assert [p["name"] for p in spec["paths"][path]["post"]["parameters"]] == ["include", "routing_type"], path
 
 
 def test_concurrent_requests_are_batched_but_kept_apart(server, session):

@@ -1,0 +1,60 @@
+"""GET /healthz, /readyz, /model, /metrics and /openapi.json (service/routers/ops.py), and the app around them."""
+
+from __future__ import annotations
+
+import gc
+import json
+
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.settings import Settings
+from tests.conftest import WEIGHTS
+
+
+def test_ops_endpoints(client):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["provider"] == "CPUExecutionProvider"
+    card = json.loads((WEIGHTS / "model-card.json").read_text())
+    m = client.get("/model").json()
+    assert m["version"] == card["version"] and m["files"] == card["files"]
+    assert m["provider"] == "CPUExecutionProvider" and m["input_spec"]["shape"] == [None, 1, 28, 28]
+    assert m["batching"]["batches_in_flight"] >= 1 and m["batching"]["max_batch"] >= 1
+
+
+def test_long_lived_objects_are_frozen_out_of_the_collector_while_serving():
+    with TestClient(create_app(Settings(intra_op_threads=1, warmup_runs=0))) as c:
+        assert c.get("/readyz").status_code == 200
+        assert gc.get_freeze_count() > 10_000  # FastAPI's and pydantic's objects, not traversed by full collections
+    assert gc.get_freeze_count() == 0  # after shutdown they can be collected again
+
+
+def test_metrics_count_requests_and_batches(client):
+    before = client.get("/metrics").text
+    client.post("/predict", json={"pixels": [[0.0] * 28] * 28})
+    client.post("/reconstruct", json={"digit": 1, "pose": [0.0] * 16})
+    after = client.get("/metrics").text
+
+    def count(text: str, needle: str) -> float:
+        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(needle))
+
+    assert (
+        count(after, 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"}')
+        == count(before, 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"}') + 1
+    )
+    assert count(after, 'capsnet_requests_total{endpoint="/reconstruct"') >= 1
+    assert count(after, "capsnet_batch_size_count") >= count(before, "capsnet_batch_size_count") + 1
+    assert "capsnet_queue_seconds_bucket" in after and 'capsnet_request_seconds_bucket{endpoint="/predict"' in after
+
+
+def test_openapi_documents_every_endpoint_with_examples(client):
+    spec = client.get("/openapi.json").json()
+    for path in ("/predict", "/predict/batch", "/probe", "/reconstruct", "/perturb", "/healthz", "/readyz", "/model", "/metrics"):
+        assert path in spec["paths"], path
+    text = json.dumps(spec)
+    assert '"multipart/form-data"' in text and '"examples"' in text
+    for name in ("ReconstructRequest", "PerturbRequest", "Prediction"):
+        assert "examples" in spec["components"]["schemas"][name], name
+    for path in ("/predict", "/predict/batch"):  # read from the query by hand, documented by hand
+        assert [p["name"] for p in spec["paths"][path]["post"]["parameters"]] == ["include", "routing_type"], path
