@@ -30,7 +30,7 @@ from tritonclient.utils import InferenceServerException
 
 from bench.server import free_port
 from deploy.triton.config import parse_pbtxt, to_pbtxt
-from tests.service.test_oip import _decoder_inputs, _digits, _image_input, _pbtxt, _status
+from tests.service.routers.test_oip import _decoder_inputs, _digits, _image_input, _pbtxt, _status
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "deploy" / "triton" / "model_repository"
