@@ -119,14 +119,20 @@ def test_concurrent_requests_are_batched_but_kept_apart(server, session):
         assert r.status_code == 200
         return r.json()["lengths"]
 
+    def batches() -> tuple[float, float]:
+        """(images, session calls) the batcher has run so far, from /metrics."""
+        lines = httpx.get(server.url + "/metrics").text.splitlines()
+        value = lambda name: float(next(x for x in lines if x.startswith(name)).split()[-1])  # noqa: E731
+        return value("capsnet_batch_size_sum"), value("capsnet_batch_size_count")
+
+    images_before, calls_before = batches()
     with ThreadPoolExecutor(16) as pool:
         got = list(pool.map(call, range(16)))
     assert np.allclose(np.array(got), expected, atol=1e-4)
-    metrics = httpx.get(server.url + "/metrics").text
-    sizes = [line for line in metrics.splitlines() if line.startswith("capsnet_batch_size_sum")]
-    counts = [line for line in metrics.splitlines() if line.startswith("capsnet_batch_size_count")]
-    assert float(sizes[0].split()[-1]) >= 16
-    assert float(counts[0].split()[-1]) <= 12, "16 concurrent requests should share session calls"
+    images_after, calls_after = batches()
+    assert images_after - images_before == 16
+    # how many share a call depends on how the 16 arrive (timing); that some do is what batching means
+    assert calls_after - calls_before < 16, "16 concurrent requests each ran a session call of their own"
 
 
 def test_route_dependencies_run_on_the_event_loop(client):
