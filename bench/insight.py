@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.payloads import digit_pngs
+from bench.payloads import digit_pngs, stroke_images
 from bench.server import Server
 from model.machine import timed
 
@@ -29,8 +29,7 @@ def in_process(weights: Path, min_seconds: float) -> list[dict]:
     for precision in ("fp32", "int8"):
         engine = load_engine(weights, card, "cpu", 0, precision)
         for batch in (1, 32):
-            x = np.zeros((batch, 1, 28, 28), np.float32)
-            x[:, :, 6:22, 12:16] = 1.0
+            x = stroke_images(batch)
             before, _ = timed(lambda e=engine, x=x: e.capsnet.run(OUTPUTS_BEFORE, {"image": x}), min_seconds)
             now, _ = timed(lambda e=engine, x=x: e.capsnet.run(list(OUTPUTS), {"image": x}), min_seconds)
             row = {

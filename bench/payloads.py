@@ -14,6 +14,13 @@ from bench.loadgen import build_request, multipart_png
 MNIST = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "mnist"
 
 
+def stroke_images(batch: int) -> np.ndarray:
+    """float32 [batch,1,28,28]: a vertical bar, a "1", as in-process timings feed the network."""
+    x = np.zeros((batch, 1, 28, 28), np.float32)
+    x[:, :, 6:22, 12:16] = 1.0
+    return x
+
+
 def digit_pngs(n: int = 32) -> list[bytes]:
     """Dark ink on white, as a user's scan would be."""
     try:

@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 from PIL import Image
 
-from bench.payloads import digit_pngs
+from bench.payloads import digit_pngs, stroke_images
 from bench.server import Server
 from model.machine import timed
 
@@ -64,8 +64,7 @@ def counterfactual_costs(weights: Path, min_seconds: float) -> list[dict]:
     for precision in ("fp32", "int8"):
         engine = load_engine(weights, card, "cpu", 0, precision)
         for batch in (1, 32):
-            x = np.zeros((batch, 1, 28, 28), np.float32)
-            x[:, :, 6:22, 12:16] = 1.0
+            x = stroke_images(batch)
             net, _ = timed(lambda e=engine, x=x: e.capsnet.run(None, {"image": x}), min_seconds)
             full, _ = timed(lambda e=engine, x=x: e.predict(x), min_seconds)
             rows.append(

@@ -2,6 +2,8 @@
  * the network on each transform, and a plot sweeps one transform over its range. The page passes its shared state,
  * a request channel factory and how it shows a PNG.
  */
+import { showLengths } from "./routing.js";
+
 export function createProbe(page) {
   var state = page.state, CFG = page.cfg, channel = page.channel, setImage = page.setImage;
   function $(id) { return document.getElementById(id); }
@@ -37,23 +39,13 @@ export function createProbe(page) {
     var base = state.result.lengths[k];
     probe.verdict.textContent = "Reads " + res.prediction + " \u00b7 capsule " + k + " length " + res.lengths[k].toFixed(2) +
       " (" + base.toFixed(2) + " untransformed)";
-    showLengthsIn(probe.bars, res.lengths);
+    showLengths(probe.bars, res.lengths);
   }, function (err) { probe.verdict.textContent = "Probe failed: " + err.message; });
 
   var sweepChannel = channel(function (data, req) {
     sweep = { axis: req.axis, values: req.values, results: data.results };
     drawProbePlot();
   }, function (err) { probe.summary.textContent = "Sweep failed: " + err.message; });
-
-  function showLengthsIn(list, lengths) {
-    var items = list.children, best = 0;
-    for (var k = 1; k < lengths.length; k++) if (lengths[k] > lengths[best]) best = k;
-    for (var j = 0; j < items.length; j++) {
-      items[j].querySelector(".routing-fill").style.height = (Math.max(0, Math.min(1, lengths[j])) * 100).toFixed(1) + "%";
-      items[j].classList.toggle("is-winner", j === best && lengths[j] > 0);
-      items[j].setAttribute("aria-label", "Capsule " + j + ": length " + lengths[j].toFixed(2));
-    }
-  }
 
   function probeLive() {
     if (!state.result) return;
@@ -185,7 +177,7 @@ export function createProbe(page) {
     if (!has) {
       setImage(probe.input, null);
       probe.verdict.textContent = "\u2013";
-      showLengthsIn(probe.bars, new Array(CFG.numClasses).fill(0));
+      showLengths(probe.bars, new Array(CFG.numClasses).fill(0));
       probe.summary.textContent = "Draw a digit to probe it.";
       drawProbePlot();
       return;

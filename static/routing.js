@@ -4,6 +4,17 @@
  */
 var PLAY_STEP_MS = 700; // one routing iteration per step while playing
 
+// Ten small vertical bars (a list of `.routing-fill` items) at the given lengths, the longest marked; the probe's too.
+export function showLengths(list, lengths) {
+  var items = list.children, best = 0;
+  for (var k = 1; k < lengths.length; k++) if (lengths[k] > lengths[best]) best = k;
+  for (var j = 0; j < items.length; j++) {
+    items[j].querySelector(".routing-fill").style.height = (Math.max(0, Math.min(1, lengths[j])) * 100).toFixed(1) + "%";
+    items[j].classList.toggle("is-winner", j === best && lengths[j] > 0);
+    items[j].setAttribute("aria-label", "Capsule " + j + ": length " + lengths[j].toFixed(2));
+  }
+}
+
 export function createRoutingInspector(page) {
   var state = page.state, CFG = page.cfg;
   function $(id) { return document.getElementById(id); }
@@ -127,14 +138,7 @@ export function createRoutingInspector(page) {
   }
 
   function showRoutingBars(lengths, trained) {
-    var items = els.routingBars.children, best = 0;
-    for (var k = 1; k < lengths.length; k++) if (lengths[k] > lengths[best]) best = k;
-    for (var j = 0; j < items.length; j++) {
-      var v = lengths ? lengths[j] : 0;
-      items[j].querySelector(".routing-fill").style.height = (Math.max(0, Math.min(1, v)) * 100).toFixed(1) + "%";
-      items[j].classList.toggle("is-winner", !!lengths && j === best);
-      items[j].setAttribute("aria-label", "Capsule " + j + ": length " + v.toFixed(2));
-    }
+    showLengths(els.routingBars, lengths);
     els.routingBars.classList.toggle("is-trained", trained);
   }
 

@@ -26,49 +26,18 @@ router = APIRouter(tags=["predict"], route_class=BodyRoute)
 M = TypeVar("M", bound=BaseModel)
 
 
-def _body_spec_json(json_model: type) -> dict:
-    # nested models point into components/schemas (the response schemas put them there), not at a $defs of their own
+def _body_spec(json_model: type, multiple: bool | None) -> dict:
+    """The request body as OpenAPI states it: JSON with the model's schema and examples, and multipart `file` parts unless
+    `multiple` is None (JSON only). Nested models point into components/schemas, where the response schemas put them."""
     schema = json_model.model_json_schema(ref_template="#/components/schemas/{model}")
     schema.pop("$defs", None)
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {
-                    "schema": schema,
-                    "examples": {
-                        f"example{i}": {"value": v}
-                        for i, v in enumerate(json_model.model_config.get("json_schema_extra", {}).get("examples", []))
-                    },
-                }
-            },
-        }
-    }
-
-
-def _body_spec(json_model: type, multiple: bool) -> dict:
-    file_schema = {"type": "string", "format": "binary"}
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["file"],
-                        "properties": {"file": {"type": "array", "items": file_schema} if multiple else file_schema},
-                    }
-                },
-                "application/json": {
-                    "schema": json_model.model_json_schema(),
-                    "examples": {
-                        f"example{i}": {"value": v}
-                        for i, v in enumerate(json_model.model_config.get("json_schema_extra", {}).get("examples", []))
-                    },
-                },
-            },
-        }
-    }
+    examples = json_model.model_config.get("json_schema_extra", {}).get("examples", [])
+    content: dict = {"application/json": {"schema": schema, "examples": {f"example{i}": {"value": v} for i, v in enumerate(examples)}}}
+    if multiple is not None:
+        file_schema = {"type": "string", "format": "binary"}
+        files = {"type": "array", "items": file_schema} if multiple else file_schema
+        content = {"multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {"file": files}}}, **content}
+    return {"requestBody": {"required": True, "content": content}}
 
 
 async def _preprocess_all(blobs: list[bytes], state: AppState) -> np.ndarray:
@@ -266,7 +235,7 @@ async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> Fast
     "/probe",
     response_model=Probe,
     responses=ERRORS,
-    openapi_extra=_body_spec_json(ProbeJSON),
+    openapi_extra=_body_spec(ProbeJSON, multiple=None),
     summary="Equivariance probe: capsules for affine transforms of the input",
 )
 async def probe(body: Upload, state: ReadyDep) -> FastJSON:

@@ -30,6 +30,14 @@ REPO = Path(__file__).resolve().parents[3]
 SPEC = REPO.parent / "shared" / "schemas" / "open-inference-rest.yaml"
 MNIST = REPO.parent / "shared" / "data" / "mnist"
 CAPSNET_OUTPUTS = ["lengths", "poses", "reconstruction", "coupling", "primary"]
+# what the capsnet graph gives, as the protocol's metadata states it: (name, datatype, shape)
+CAPSNET_OUTPUT_SIGNATURE = [
+    ("lengths", "FP32", [-1, 10]),
+    ("poses", "FP32", [-1, 10, 16]),
+    ("reconstruction", "FP32", [-1, 1, 28, 28]),
+    ("coupling", "FP32", [-1, 1152, 10]),
+    ("primary", "FP32", [-1, 1152, 8]),
+]
 
 
 @pytest.fixture(scope="module")
@@ -98,13 +106,7 @@ def test_model_metadata_is_the_onnx_graphs_signature(client_v2):
     capsnet = client_v2.get_model_metadata("capsnet")
     assert capsnet["name"] == "capsnet" and capsnet["versions"] == ["1"] and capsnet["platform"] == "onnxruntime_onnx"
     assert capsnet["inputs"] == [{"name": "image", "datatype": "FP32", "shape": [-1, 1, 28, 28]}]
-    assert [(o["name"], o["datatype"], o["shape"]) for o in capsnet["outputs"]] == [
-        ("lengths", "FP32", [-1, 10]),
-        ("poses", "FP32", [-1, 10, 16]),
-        ("reconstruction", "FP32", [-1, 1, 28, 28]),
-        ("coupling", "FP32", [-1, 1152, 10]),
-        ("primary", "FP32", [-1, 1152, 8]),
-    ]
+    assert [(o["name"], o["datatype"], o["shape"]) for o in capsnet["outputs"]] == CAPSNET_OUTPUT_SIGNATURE
     decoder = client_v2.get_model_metadata("decoder", "1")
     assert decoder["inputs"] == [
         {"name": "digit", "datatype": "INT64", "shape": [-1]},
