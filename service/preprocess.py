@@ -23,6 +23,8 @@ cv2.setNumThreads(1)
 INK_THRESHOLD = 0.1  # of the ink range, after background removal: what counts as ink for the bounding box
 WORK_SIDE = 1024  # the digit is looked for at most this large: a 12 MP photo's digit keeps 80+ px, and the work stays ~10 ms
 FLAT_BELOW = 64  # smaller images (an MNIST-sized upload) hold no shading to remove: one paper level, from the border
+UNIFORM_SHARE = 0.6  # ... nor does a canvas export or a clean scan: this share of it (and all its border) at one level
+UNIFORM_TOLERANCE = 2.0 / 255.0  # one level: within two 8-bit steps
 PAPER_SIDE = 160  # the paper's brightness changes slowly, so it is first estimated on a copy at most this large ...
 STROKE_PX = 4.0  # ... and then, around strokes of known width, on one where a stroke is at most this wide
 MIN_CONTRAST = 0.12  # ink is at least this much darker than the paper around it (a fraction of the paper's brightness) ...
@@ -69,6 +71,20 @@ def flat_level(grey: np.ndarray) -> np.ndarray:
     h, w = grey.shape
     border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]]) if h > 2 and w > 2 else grey.ravel()
     return np.full_like(grey, _median(border))
+
+
+def uniform_paper(grey: np.ndarray) -> bool:
+    """The paper is one exact level (a page canvas export, a clean scan): the whole border and most of the image within
+    two 8-bit steps of the border's median. There the estimates of uneven light (wide_level, stroke_level) have nothing
+    to find: they cost a canvas most of its preprocessing time (BENCHMARKS.md, Real input) and took a stroke drawn as a
+    filled blob for a shadow, hollowing it to a ring. A photo's grain and noise never pass this."""
+    h, w = grey.shape
+    border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
+    level = _median(border)
+    if float(np.abs(border - level).max()) > UNIFORM_TOLERANCE:
+        return False
+    sample = grey[:: max(1, h // 64), :: max(1, w // 64)]
+    return float(np.count_nonzero(np.abs(sample - level) <= UNIFORM_TOLERANCE)) >= UNIFORM_SHARE * sample.size
 
 
 def wide_level(grey: np.ndarray, dark_ink: bool) -> np.ndarray:
@@ -205,11 +221,12 @@ def stroke_width(keep: np.ndarray) -> float:
 def find_digit(grey: np.ndarray) -> np.ndarray:
     """Grey [H,W] in [0,1] -> the digit's ink, bright on black, strokes scaled to full strength; zeros when there is none.
 
-    Two passes on a large image: the first, against a wide median of the paper, finds the digit and so its stroke
-    width; the second measures the paper again at that scale (stroke_level), which follows shadows the first blurs."""
+    Two passes on a large photo (one on a small image or on uniform paper, which have one paper level): the first,
+    against a wide median of the paper, finds the digit and so its stroke width; the second measures the paper again at
+    that scale (stroke_level), which follows shadows the first blurs."""
     h, w = grey.shape
     grey = grey.astype(np.float32, copy=False)
-    flat = min(h, w) < FLAT_BELOW
+    flat = min(h, w) < FLAT_BELOW or uniform_paper(grey)
     if flat:
         level = flat_level(grey)
         dark = dark_ink(grey, level)

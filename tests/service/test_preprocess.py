@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+
+import cv2
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,7 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from PIL import Image
 
-from service.preprocess import SMALL, centre_of_mass, find_digit, fit_and_centre, flatten_alpha, resize_bilinear, to_mnist
+from service.preprocess import SMALL, centre_of_mass, find_digit, fit_and_centre, flatten_alpha, resize_bilinear, to_mnist, uniform_paper
+from tests.service import realworld
 
 
 def test_centre_of_mass_is_row_then_column():
@@ -113,6 +117,28 @@ def test_ruled_lines_and_specks_are_dropped():
     out = to_mnist(img)
     rows, cols = np.nonzero(out > 0.5)
     assert rows.max() - rows.min() + 1 >= 18 and cols.max() - cols.min() + 1 <= 6
+
+
+def test_a_filled_blob_drawn_on_the_canvas_stays_filled():
+    """A 6 whose loop is drawn as one filled blob: on a page canvas the paper is one exact level, so the blob is ink through
+    and through (an estimate of uneven light took the blob for a shadow and hollowed it to a ring)."""
+    img = np.ones((280, 280), np.float32)
+    cv2.line(img, (170, 40), (110, 170), 0.0, 18)
+    cv2.circle(img, (135, 195), 45, 0.0, -1)
+    out = to_mnist(img)
+    solid = cv2.erode((out >= 0.9).astype(np.uint8), np.ones((4, 4), np.uint8))
+    assert solid.any(), "the blob came out hollow"
+
+
+def test_only_a_canvas_or_clean_scan_counts_as_uniform_paper():
+    rng = np.random.default_rng(3)
+    canvas = np.zeros((280, 280), np.float32)
+    canvas[60:220, 130:150] = 1.0
+    assert uniform_paper(canvas) and uniform_paper(1.0 - canvas)
+    for _ in range(5):  # photographed paper: grain, noise and light are never one level
+        _, data = realworld.blank(rng, "paper")
+        grey = np.asarray(Image.open(io.BytesIO(data)).convert("L"), np.float32) / 255.0
+        assert not uniform_paper(grey)
 
 
 def test_a_two_stroke_digit_is_kept_whole():
