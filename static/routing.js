@@ -116,6 +116,8 @@ export function createRoutingInspector(page) {
     c.fillStyle = "#ffffff";
     c.fillRect(Math.round(at * (w - 2)), 0, 2, h);
     els.scaleMark.style.left = (at * 100).toFixed(1) + "%";
+    // the label slides from left-aligned (mark at the start) to right-aligned (at the end): it never leaves the bar
+    els.scaleMark.style.transform = "translateX(" + (-at * 100).toFixed(1) + "%)";
     var range = step[view + "_range"], k = state.selected;
     var who = rt.capsule_type === "mean" ? "all " + (els.routingType.options.length - 1) + " capsule types (mean)" : "capsule type " + (rt.capsule_type + 1);
     els.scaleLo.textContent = fmtValue(sc.lo);

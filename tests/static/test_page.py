@@ -866,6 +866,10 @@ def test_routing_inspector_steps_through_the_iterations(session: tuple[Any, Watc
     assert heatmap_colours(page) > 4
     last_bars = routing_bar_heights(page)
     assert last_bars[0] > trained_bars[0] > first_bars[0], "the winner's bar does not grow as routing settles"
+    # the winner's coupling only grows, so the uniform mark sits at the bar's very start: its label stays on the bar
+    bar, label = page.locator("#routing-scale").bounding_box(), page.locator("#routing-mark").bounding_box()
+    assert label["width"] > 0 and page.locator("#routing-mark").inner_text().startswith("uniform")
+    assert bar["x"] - 1 <= label["x"] and label["x"] + label["width"] <= bar["x"] + bar["width"] + 1, (label, bar)
 
     # Play starts at iteration 1 and stops at the last
     page.get_by_test_id("routing-play").click()
