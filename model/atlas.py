@@ -26,6 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from model import DECODER_FILE, FP32_FILE, MNIST_DIR
+from model.cli import log_to_console
 from model.data import load_mnist
 
 log = logging.getLogger("capsnet.atlas")
@@ -158,7 +159,7 @@ def build(weights: Path, data: Path, per_class: int, dominance: float, monotonic
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_console()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", default=MNIST_DIR, help="directory holding MNIST's IDX files")
     p.add_argument("--weights", default="weights", help="directory holding the ONNX files and model-card.json")

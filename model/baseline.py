@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from model import MNIST_DIR
+from model.cli import log_to_console
 from model.data import load_tensors, random_shift
 
 log = logging.getLogger("capsnet.baseline")
@@ -146,7 +147,7 @@ def train(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_console()
     train(parse_args(argv))
 
 

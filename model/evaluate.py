@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from model import MNIST_DIR
+from model.cli import log_to_console
 from model.data import load_mnist
 
 log = logging.getLogger("capsnet.evaluate")
@@ -71,7 +72,7 @@ def predict_checkpoint(path: str | Path, images: np.ndarray) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_console()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", default=MNIST_DIR, help="directory holding MNIST's IDX files")
     src = p.add_mutually_exclusive_group()

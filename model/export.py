@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from model import DECODER_FILE, FP32_FILE, INT8_FILE, MNIST_DIR
 from model.capsnet import CapsNet, CapsNetConfig, count_parameters
+from model.cli import log_to_console
 from model.machine import cpu_model
 from model.train import checkpoint_weights
 
@@ -206,9 +207,7 @@ def build_card(
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("onnxscript", "onnx_ir"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    log_to_console()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", default="checkpoints/best.pt", help="training checkpoint to export")
     p.add_argument("--out", default="weights", help="directory for the ONNX files and model card")

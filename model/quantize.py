@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from model import FP32_FILE, INT8_FILE, MNIST_DIR
+from model.cli import log_to_console
 from model.machine import timed
 
 log = logging.getLogger("capsnet.quantize")
@@ -110,7 +111,7 @@ def run(weights: Path, data: Path, calibration_images: int = 512) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_console()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--weights", type=Path, default=Path("weights"), help="holds capsnet.onnx and the model card")
     p.add_argument("--data", type=Path, default=Path(MNIST_DIR), help="MNIST directory (calibration and test)")

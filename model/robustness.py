@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from model import FP32_FILE, MNIST_DIR
 from model.affine import Affine, warp
+from model.cli import log_to_console
 from model.data import load_mnist
 
 log = logging.getLogger("capsnet.robustness")
@@ -114,7 +115,7 @@ def plot(result: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_console()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=MNIST_DIR, help="directory holding MNIST's IDX files (default: %(default)s)")
     p.add_argument("--weights", default="weights", help="capsnet.onnx, baseline-cnn.onnx and the model card (default: %(default)s)")

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from model import FP32_FILE
 from model.capsnet import CapsNet, DigitCaps, agreement
+from model.cli import log_to_console
 
 log = logging.getLogger("capsnet.routing")
 
@@ -165,9 +166,7 @@ def run(weights: Path, iterations: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("onnxscript", "onnx_ir"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    log_to_console()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--weights", default="weights", help="directory of capsnet.onnx and the model card (default: %(default)s)")
     p.add_argument(

@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from model import MNIST_DIR
 from model.capsnet import CapsNet, CapsNetConfig, total_loss
+from model.cli import log_to_console
 from model.data import load_tensors, random_shift
 
 log = logging.getLogger("capsnet.train")
@@ -204,7 +205,7 @@ def resume(path: str, model: CapsNet, opt, sched, state: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_console()
     state = train(parse_args(argv))
     log.info("done: %d epochs, best test accuracy %.4f", state["epoch"], state["best_acc"])
 

@@ -48,7 +48,7 @@ def counterfactuals(
 
 
 def device_of(provider: str) -> str:
-    """ "GPU" or "CPU": what an execution provider runs on, as card.choose_precision takes it."""
+    """The device an execution provider runs on, "GPU" or "CPU", as card.choose_precision takes it."""
     return "GPU" if provider == "CUDAExecutionProvider" else "CPU"
 
 

@@ -11,11 +11,11 @@ The committed deploy/triton/model_repository is this command's output with its d
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
 from deploy.triton.config import Serving
 from deploy.triton.repository import plan, write_repository
+from model.cli import log_to_console
 from service.card import load_card
 from service.settings import Settings
 
@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_console()
     args = parse_args(argv)
     if args.copy and args.out.resolve() == COMMITTED.resolve():
         raise SystemExit(f"--copy would put {COMMITTED.relative_to(REPO)} under git as copies of the weights; pass --out elsewhere")

@@ -7,6 +7,14 @@ import json
 from bench.report import render
 
 
+def _write(results, ort: list[dict], fp32_service: dict) -> None:
+    """model.json with these onnxruntime rows and service.json with this FP32 section, as `python -m bench` writes them."""
+    (results / "model.json").write_text(
+        json.dumps({"macs_per_image": {}, "gflop_per_image": 0.41, "onnxruntime": ort, "pytorch_eager": None, "decoder_batch1_ms": 0.2})
+    )
+    (results / "service.json").write_text(json.dumps({"duration_s": 1, "precisions": {"fp32": fp32_service}}))
+
+
 def test_targets_are_computed_from_the_results(tmp_path):
     ort = [
         {"batch": b, "latency_ms": ms, "images_per_s": ips, "gflops": 1, "fraction_of_roofline": f}
@@ -24,23 +32,15 @@ def test_targets_are_computed_from_the_results(tmp_path):
             "errors": 0,
         }
 
-    (tmp_path / "model.json").write_text(
-        json.dumps({"macs_per_image": {}, "gflop_per_image": 0.41, "onnxruntime": ort, "pytorch_eager": None, "decoder_batch1_ms": 0.2})
-    )
-    (tmp_path / "service.json").write_text(
-        json.dumps(
-            {
-                "duration_s": 1,
-                "precisions": {
-                    "fp32": {
-                        "endpoints": {
-                            "/predict": [row(1, 300.0, 3.5), row(16, 456.0, 35.0)],
-                            "/reconstruct": [row(1, 1500.0, 0.6), row(16, 1800.0, 8.0)],
-                        }
-                    }
-                },
+    _write(
+        tmp_path,
+        ort,
+        {
+            "endpoints": {
+                "/predict": [row(1, 300.0, 3.5), row(16, 456.0, 35.0)],
+                "/reconstruct": [row(1, 1500.0, 0.6), row(16, 1800.0, 8.0)],
             }
-        )
+        },
     )
     md = render(tmp_path)
     assert "| service at 16 clients / best in-process images/s | fp32 | >= 0.6 | 456.0 / 760.0 = 0.60 |" in md
@@ -64,19 +64,7 @@ def test_paired_rounds_give_their_own_ratios_and_median(tmp_path):
         }
         for a, b, s in [(1500.0, 1300.0, 840.0), (1300.0, 1100.0, 780.0), (1100.0, 1500.0, 770.0)]
     ]
-    (tmp_path / "model.json").write_text(
-        json.dumps({"macs_per_image": {}, "gflop_per_image": 0.41, "onnxruntime": ort, "pytorch_eager": None, "decoder_batch1_ms": 0.2})
-    )
-    (tmp_path / "service.json").write_text(
-        json.dumps(
-            {
-                "duration_s": 1,
-                "precisions": {
-                    "fp32": {"paired": paired, "endpoints": {"/predict": [row(1, 300.0), row(16, 800.0)], "/reconstruct": [row(1, 1500.0)]}}
-                },
-            }
-        )
-    )
+    _write(tmp_path, ort, {"paired": paired, "endpoints": {"/predict": [row(1, 300.0), row(16, 800.0)], "/reconstruct": [row(1, 1500.0)]}})
     md = render(tmp_path)
     # 840/1400 = 0.60, 780/1200 = 0.65, 770/1300 = 0.59: the median is the middle one, not the mean
     assert "| fp32 | >= 0.6 | 0.60, 0.65, 0.59 (median 0.60) |" in md
