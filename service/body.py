@@ -3,34 +3,39 @@
 Why a route class (FastAPI's hook for a custom request) and not ASGI middleware: it runs after routing, so a method a
 path does not take is a 405 before its media type is looked at, and a refused body is counted under the route it was
 sent to; and it runs before FastAPI reads the body, so the size limit stops reading at the limit (a 30 MB upload is
-refused once past it, not after it is all in memory) and the depth check runs before Python's parser recurses.
+refused once past it, not after it is all in memory).
 
 A route takes the media types its OpenAPI request body documents, or JSON for a pydantic body: what /openapi.json
-says is what is enforced. JSON is parsed here for every route, so malformed JSON is the same 400 `bad_json` on each.
+says is what is enforced. JSON is parsed here for every route, by orjson alone (it refuses nesting past 1024 levels
+itself, without recursing in Python), so malformed JSON is the same 400 `bad_json` on each, and a body of more than
+`max_json_values` values is a 413 before it is parsed (see parse_json). A body larger than `inline_parse_bytes` is
+parsed in the bounded decode pool: python-multipart walks a body in Python, handing the GIL to the event loop every few
+milliseconds, and the pool bounds how many large bodies are parsed at once.
+
+A body must also arrive in time: within `body_timeout_s` plus its size at `body_min_rate` bytes a second, or it is
+refused with 408 and the connection closed, so a client trickling a body cannot hold a request for as long as it likes.
 """
 
 from __future__ import annotations
 
-import json
-import re
+import asyncio
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-import numpy as np
+import orjson
 from fastapi import Depends, Request, Response
 from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect
 
-from service.errors import BadJSON, ClientError, TooLarge, UnsupportedMediaType
+from service.errors import BadJSON, ClientError, RequestTimeout, TooLarge, UnsupportedMediaType
+from service.settings import Settings
 
 JSON = "application/json"
 MULTIPART = "multipart/form-data"
 # Refused before the body was read to its end: closing the connection spares reading (and the client sending) the rest.
 _CLOSE = {"Connection": "close"}
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes and all
-_DEPTH_STEP = np.zeros(256, np.int32)
-_DEPTH_STEP[list(b"[{")], _DEPTH_STEP[list(b"]}")] = 1, -1
+MAX_JSON_DEPTH = 1024  # orjson's own bound on nesting (its JSONDecodeError past it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,60 +77,81 @@ class _ReadRequest(Request):
 
 
 async def read_body(request: Request, path: str, accepted: frozenset[str]) -> Body:
-    """Media type (415), declared and actual size (413), then for JSON nesting and syntax (400 `bad_json`)."""
-    settings = request.app.state.capsnet.settings
+    """Media type (415), declared and actual size (413), arrival in time (408), then for JSON its syntax (400 `bad_json`)."""
+    state = request.app.state.capsnet
+    settings = state.settings
     content_type = request.headers.get("content-type", "")
     media = content_type.partition(";")[0].strip().lower()
     is_json = media == JSON or (media.startswith("application/") and media.endswith("+json"))
     if not (media in accepted or (is_json and JSON in accepted)):
         raise UnsupportedMediaType(f"{path} takes {' or '.join(sorted(accepted))}, not {media or 'no content type'}", _CLOSE)
-    data = await read_limited(request, settings.max_body_bytes)
+    data = await read_limited(request, settings)
     if not is_json:
         return Body(media, content_type, data)
-    return Body(JSON, content_type, data, parse_json(data, settings.max_json_depth))
+    return Body(JSON, content_type, data, await off_loop(state, lambda d: parse_json(d, settings.max_json_values), data))
 
 
-async def read_limited(request: Request, limit: int) -> bytes:
-    """The whole body, refused (413) by its declared size or once past `limit` while it streams in: never more in memory.
+async def off_loop(state: Any, parse: Callable[[bytes], Any], data: bytes) -> Any:
+    """parse(data) on the event loop for a small body, in the decode pool (a byte counted as a pixel) for a large one."""
+    if len(data) <= state.settings.inline_parse_bytes:
+        return parse(data)
+    return await state.decode_pool.run(lambda: parse(data), len(data))
+
+
+async def read_limited(request: Request, settings: Settings) -> bytes:
+    """The whole body, refused (413) by its declared size or once past `max_body_bytes` while it streams in, and (408)
+    when it has not arrived within `body_timeout_s` plus its size at `body_min_rate`: never more in memory, never held open.
 
     Its own function for the Open Inference Protocol's infer route, which takes any media type (tritonclient sends none)."""
+    limit = settings.max_body_bytes
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
             raise ClientError(f"invalid Content-Length {declared[:40]!r}", _CLOSE)
         if int(declared) > limit:
             raise TooLarge(f"body of {int(declared)} bytes is over the {limit} byte limit", _CLOSE)
+    expected = int(declared) if declared is not None else 0
+    loop = asyncio.get_running_loop()
+    start = loop.time()
     chunks, size = [], 0
+
+    def deadline() -> float:  # a chunked body earns its time as it arrives
+        return start + settings.body_timeout_s + max(expected, size) / settings.body_min_rate
+
     try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise TooLarge(f"body is over the {limit} byte limit", _CLOSE)
-            chunks.append(chunk)
+        async with asyncio.timeout_at(deadline()) as timer:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise TooLarge(f"body is over the {limit} byte limit", _CLOSE)
+                chunks.append(chunk)
+                if declared is None:
+                    timer.reschedule(deadline())
+    except TimeoutError:
+        raise RequestTimeout(
+            f"the body did not arrive in time: {size} bytes in {loop.time() - start:.1f} s (allowed: "
+            f"{settings.body_timeout_s:g} s plus {settings.body_min_rate} bytes a second)",
+            _CLOSE,
+        ) from None
     except ClientDisconnect:
         raise ClientError("the client went away before the body ended") from None
     return b"".join(chunks)
 
 
-def parse_json(data: bytes, max_depth: int) -> Any:
-    if json_depth_exceeds(data, max_depth):
-        raise BadJSON(f"JSON nests deeper than {max_depth} levels")
+def parse_json(data: bytes, max_values: int) -> Any:
+    """The document, by orjson; refused unparsed when it holds more than `max_values` values.
+
+    Why the count: orjson holds the GIL while it builds objects, in whatever thread, so no thread spares the event loop
+    a parse of 16 MiB of `[],[],...` (1.9 s). Values are separated by commas, and nesting without them is bounded by
+    MAX_JSON_DEPTH, so `bytes.count` (a C loop, 5 ms for 16 MiB) bounds the parse by what it must build. Commas in
+    strings count too: a legitimate body (base64, numbers) has none there."""
+    commas = data.count(b",")
+    if commas >= max_values:
+        raise TooLarge(f"the JSON body holds about {commas + 1} values, over the {max_values} value limit", _CLOSE)
     try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as e:  # also nesting past MAX_JSON_DEPTH, and text that is not UTF-8
         raise BadJSON(f"request body is not valid JSON: {e}") from None
-
-
-def json_depth_exceeds(body: bytes, limit: int) -> bool:
-    """True if brackets nest deeper than `limit` outside strings; no recursion, and no Python loop over the bytes.
-
-    Why regex and numpy: this runs on the event loop for every JSON body, and a loop over each byte took 0.5 s of it
-    for a 12 MB body of base64 (here: 0.1 s). Strings go first (a base64 image is one string, so little is left);
-    a string left open leaves its brackets counted, and such a body is not JSON anyway."""
-    bare = _STRING.sub(b"", body)
-    if bare.count(b"[") + bare.count(b"{") <= limit:
-        return False
-    return bool(np.cumsum(_DEPTH_STEP[np.frombuffer(bare, np.uint8)]).max() > limit)
 
 
 async def _checked_body(request: Request) -> Body:

@@ -53,6 +53,10 @@ class BadJSON(ClientError):
     status, code = 400, "bad_json"
 
 
+class RequestTimeout(ClientError):
+    status, code = 408, "request_timeout"
+
+
 class TooLarge(ClientError):
     status, code = 413, "too_large"
 

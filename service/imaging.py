@@ -17,8 +17,13 @@ from service.errors import BadInput, TooLarge
 ALLOWED_FORMATS = {"PNG", "JPEG", "GIF", "BMP", "WEBP", "MPO"}  # MPO: what phones call a JPEG
 
 
+_WHITESPACE = b" \t\n\r\x0b\x0c"
+
+
 def decode_base64(text: str, max_bytes: int) -> bytes:
-    """Plain base64 or a data: URL (data:image/png;base64,...)."""
+    """Plain base64 or a data: URL (data:image/png;base64,...), line breaks and spaces allowed.
+
+    Each step is one C pass over the text: split-and-join took 0.5 s of the event loop for 16 MB of `QUJD \\n` runs."""
     if text.startswith("data:"):
         head, sep, text = text.partition(",")
         if not sep or ";base64" not in head:
@@ -26,8 +31,8 @@ def decode_base64(text: str, max_bytes: int) -> bytes:
     if len(text) * 3 // 4 > max_bytes:
         raise TooLarge(f"encoded image is over the {max_bytes} byte limit")
     try:
-        return base64.b64decode("".join(text.split()), validate=True)
-    except (binascii.Error, ValueError) as e:
+        return base64.b64decode(text.encode("ascii").translate(None, _WHITESPACE), validate=True)
+    except (binascii.Error, ValueError) as e:  # UnicodeEncodeError is a ValueError
         raise BadInput(f"image is not valid base64: {e}") from e
 
 

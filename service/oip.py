@@ -293,11 +293,11 @@ def _flag(parameters: dict[str, Any], key: str, default: bool) -> bool:
     return value
 
 
-def parse_request(model: ModelSpec, body: bytes, header_length: str | None, max_json_depth: int) -> InferRequest:
+def parse_request(model: ModelSpec, body: bytes, header_length: str | None, max_json_values: int) -> InferRequest:
     """The whole infer request, checked against the model's signature."""
     header, binary = _split(body, header_length)
     try:
-        doc = parse_json(header, max_json_depth)
+        doc = parse_json(header, max_json_values)
     except BadJSON as e:
         raise bad(e.detail) from None
     if not isinstance(doc, dict):

@@ -272,6 +272,9 @@ class Limits(BaseModel):
     max_deltas: int
     max_abs_pose: float
     max_json_depth: int
+    max_json_values: int
+    body_timeout_s: float
+    body_min_rate: int
     request_timeout_s: float
 
 
@@ -308,7 +311,10 @@ class ServedModel(BaseModel):
                         "max_batch_items": 64,
                         "max_deltas": MAX_DELTAS,
                         "max_abs_pose": MAX_ABS_POSE,
-                        "max_json_depth": 32,
+                        "max_json_depth": 1024,
+                        "max_json_values": 131072,
+                        "body_timeout_s": 10.0,
+                        "body_min_rate": 50000,
                         "request_timeout_s": 10.0,
                     },
                     "batching": {

@@ -77,9 +77,25 @@ class Settings(BaseSettings):
         ge=1,
         description="decoded pixels the decode pool holds, running and waiting (four of the largest legal uploads); past it, 503",
     )
+    max_json_values: int = Field(
+        131_072,
+        ge=1024,
+        description="most values in a JSON body, counted by its commas (413 past it): a /predict/batch of 64 images as pixels holds 50,176",
+    )
+    inline_parse_bytes: int = Field(
+        256 * 1024,
+        ge=0,
+        description="request bodies of up to this many bytes are parsed (JSON, multipart) on the event loop; larger ones in the "
+        "decode pool, where a byte counts as a pixel",
+    )
+    body_timeout_s: float = Field(
+        10.0, gt=0, description="time a request body may take to arrive beyond what its size needs at body_min_rate (then 408)"
+    )
+    body_min_rate: int = Field(
+        50_000, ge=1, description="slowest upload accepted, in bytes a second (400 kbit/s): a 16 MiB body may take 10 s + 336 s"
+    )
     max_batch_items: int = Field(64, ge=1, description="most images in one /predict/batch request")
     max_deltas: int = Field(41, ge=1, description="most deltas in one /perturb request")
-    max_json_depth: int = Field(32, ge=4, description="deepest JSON nesting accepted")
     max_abs_pose: float = Field(10.0, gt=0, description="largest |value| of a pose dimension or delta")
 
     cors_origins: Annotated[list[str], NoDecode] = Field(

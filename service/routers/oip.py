@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from model import DECODER_FILE
 from service.batcher import InferenceFailed, Overloaded
-from service.body import read_limited
+from service.body import off_loop, read_limited
 from service.errors import ClientError
 from service.oip import HEADER_LENGTH, InferRequest, ModelSpec, OIPError, bad, decompress, encode_response, parse_request, triton_config
 from service.oip_stats import ModelStats, Phases
@@ -246,8 +246,12 @@ async def _infer(request: Request, state: AppState, name: str, version: str) -> 
 async def _serve(request: Request, state: AppState, model: ModelSpec, start: int) -> tuple[Response, int, Phases]:
     """Read and check the tensors, run the model, encode what was asked for; with the time each phase took."""
     s = state.settings
-    body = decompress(await read_limited(request, s.max_body_bytes), request.headers.get("content-encoding"), s.max_body_bytes)
-    req = parse_request(model, body, request.headers.get(HEADER_LENGTH), s.max_json_depth)
+    encoding, header_length = request.headers.get("content-encoding"), request.headers.get(HEADER_LENGTH)
+
+    def parse(data: bytes) -> InferRequest:
+        return parse_request(model, decompress(data, encoding, s.max_body_bytes), header_length, s.max_json_values)
+
+    req = await off_loop(state, parse, await read_limited(request, s))
     read = time.perf_counter_ns()
     out = await RUN[model.name](state, req)
     ran = time.perf_counter_ns()

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from service.body import MAX_JSON_DEPTH
 from service.remote import RemoteEngine
 from service.schemas import ErrorBody, Health, Ready, ServedModel
 from service.state import ReadyDep, StateDep
@@ -65,7 +66,10 @@ async def model(state: ReadyDep) -> JSONResponse:
                 "max_batch_items": s.max_batch_items,
                 "max_deltas": s.max_deltas,
                 "max_abs_pose": s.max_abs_pose,
-                "max_json_depth": s.max_json_depth,
+                "max_json_depth": MAX_JSON_DEPTH,
+                "max_json_values": s.max_json_values,
+                "body_timeout_s": s.body_timeout_s,
+                "body_min_rate": s.body_min_rate,
                 "request_timeout_s": s.request_timeout_s,
             },
             "batching": {

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from model.affine import Affine, warp
-from service.body import MULTIPART, Body, BodyRoute, Upload
+from service.body import MULTIPART, Body, BodyRoute, Upload, off_loop
 from service.errors import Invalid, for_item
 from service.imaging import decode_base64, encode_png
 from service.multipart import file_parts
@@ -70,7 +70,8 @@ async def _images(body: Body, state: AppState, batch: bool) -> np.ndarray:
     """All the inputs of one request as float32 [n,1,S,S], validated and preprocessed off the event loop."""
     limit, max_bytes = state.settings.max_batch_items if batch else 1, state.settings.max_body_bytes
     if body.media_type == MULTIPART:
-        return await _preprocess_all(file_parts(body.data, body.content_type, "file", limit), state)
+        files = await off_loop(state, lambda data: file_parts(data, body.content_type, "file", limit), body.data)
+        return await _preprocess_all(files, state)
     if not batch:
         one = _validated(body.json, PredictJSON)
         if one.pixels is not None:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.errors import BadInput, Invalid
-from service.multipart import file_parts, header_params
+from service.multipart import file_parts
 
 # Part data that looks like the framing: line breaks, dashes, a near-boundary, a header block.
 TRICKY = st.sampled_from([b"", b"\r\n", b"--", b"\r\n--", b"\r\n\r\n", b"Content-Disposition: x\r\n\r\n", b"\x89PNG\r\n\x1a\n"])
@@ -44,18 +44,24 @@ def test_a_body_cut_short_anywhere_is_a_400(parts, data):
         file_parts(body[:cut], ctype, "file", 10)
 
 
-def test_preamble_epilogue_padding_and_header_case_are_accepted():
+def test_header_case_and_an_epilogue_are_accepted():
     body = (
-        b'a preamble\r\n--xyz  \r\ncontent-disposition: form-data; NAME="file"; filename="a;b.png"\r\n'
+        b'--xyz\r\ncontent-disposition: form-data; NAME="file"; filename="a;b.png"\r\n'
         b"Content-Type: image/png\r\n\r\nPIXELS\r\n--xyz--\r\nan epilogue"
     )
     assert file_parts(body, 'multipart/form-data; boundary="xyz"', "file", 1) == [b"PIXELS"]
 
 
-def test_quoted_parameters_keep_separators_and_escapes():
-    kind, params = header_params(b'form-data; name="fi;le"; filename="say \\"hi\\".png"; x=plain')
-    assert kind == b"form-data"
-    assert params == {b"name": b"fi;le", b"filename": b'say "hi".png', b"x": b"plain"}
+@pytest.mark.parametrize("body", [b"a preamble\r\n--xyz\r\n", b"--xyz  \r\n"], ids=["preamble", "transport-padding"])
+def test_what_browsers_never_send_is_refused_as_starlette_refuses_it(body):
+    body += b'Content-Disposition: form-data; name="file"; filename="a.png"\r\n\r\nPIXELS\r\n--xyz--\r\n'
+    with pytest.raises(BadInput, match="malformed multipart"):
+        file_parts(body, "multipart/form-data; boundary=xyz", "file", 1)
+
+
+def test_a_quoted_field_name_may_hold_separators_and_escaped_quotes():
+    body = b'--xyz\r\nContent-Disposition: form-data; name="fi;le"; filename="say \\"hi\\".png"\r\n\r\nPIXELS\r\n--xyz--\r\n'
+    assert file_parts(body, "multipart/form-data; boundary=xyz", "fi;le", 1) == [b"PIXELS"]
 
 
 def test_more_files_than_the_limit_is_a_422_naming_it():
