@@ -281,6 +281,23 @@ def render(results_dir: Path) -> str:
                 [[r["request"], r["p50_ms"], r["p95_ms"], r["bytes"]] for r in seen["page_requests"]],
             ),
         ]
+    edge = load("edge")
+    if edge and "rows" in edge:
+        parts += [
+            "",
+            "## The edge (HAProxy in front, deploy/edge/haproxy.cfg)",
+            "",
+            f"/predict (a PNG digit, multipart, the default precision) straight to the service and through the edge, "
+            f"{edge['duration_s']} s a row, alternated over {edge['rounds']} rounds:",
+            "",
+            _table(
+                ["round", "clients", "path", "req/s", "p50 ms", "p99 ms", "errors"],
+                [
+                    [r["round"], r["concurrency"], r["path"], r["throughput_rps"], r["p50_ms"], r["p99_ms"], r["errors"]]
+                    for r in edge["rows"]
+                ],
+            ),
+        ]
     notes = results_dir / "NOTES.md"
     if notes.exists():
         parts += ["", notes.read_text().strip()]

@@ -1,4 +1,8 @@
-"""`python -m service`: one uvicorn worker (scale with replicas: each worker holds its own model copy)."""
+"""`python -m service`: one uvicorn worker (scale with replicas: each worker holds its own model copy).
+
+uvicorn closes idle keep-alive connections and the service refuses a body that arrives too slowly (service.body), but
+uvicorn has no timeout for a request's headers: facing strangers, run it behind deploy/edge/haproxy.cfg, as
+docker-compose.yml and deploy/kserve do."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ def main() -> None:
         lifespan="on",
         log_level=s.log_level.lower(),
         timeout_graceful_shutdown=int(s.graceful_timeout_s),
+        timeout_keep_alive=s.keepalive_timeout_s,
         access_log=False,
         server_header=False,
     )

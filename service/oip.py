@@ -23,28 +23,19 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 import orjson
+from tritonclient.utils import triton_to_np_dtype
 
 from service.body import parse_json
 from service.errors import BadJSON
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 PLATFORM = "onnxruntime_onnx"
-# The protocol's tensor data types and what numpy holds them in (None: valid on the wire, no model here takes them)
+# The protocol's tensor data types, and what numpy holds them in as tritonclient reads them (None: valid on the wire,
+# no model here takes them: BYTES are Python objects, BF16 an extension type of ml_dtypes)
+_NO_MODEL_TAKES = ("BF16", "BYTES")
 DATATYPES: dict[str, np.dtype | None] = {
-    "BOOL": np.dtype(np.bool_),
-    "UINT8": np.dtype(np.uint8),
-    "UINT16": np.dtype(np.uint16),
-    "UINT32": np.dtype(np.uint32),
-    "UINT64": np.dtype(np.uint64),
-    "INT8": np.dtype(np.int8),
-    "INT16": np.dtype(np.int16),
-    "INT32": np.dtype(np.int32),
-    "INT64": np.dtype(np.int64),
-    "FP16": np.dtype(np.float16),
-    "FP32": np.dtype(np.float32),
-    "FP64": np.dtype(np.float64),
-    "BF16": None,
-    "BYTES": None,
+    name: None if name in _NO_MODEL_TAKES else np.dtype(triton_to_np_dtype(name))
+    for name in ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64") + _NO_MODEL_TAKES
 }
 ORT_TYPES = {
     "tensor(bool)": "BOOL",

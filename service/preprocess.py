@@ -10,8 +10,6 @@ Everything here is a pure function of arrays (OpenCV for the image processing), 
 
 from __future__ import annotations
 
-import functools
-
 import cv2
 import numpy as np
 from PIL import Image
@@ -147,10 +145,7 @@ def _robust_sigma(values: np.ndarray) -> float:
 
 
 def _median(values: np.ndarray) -> float:
-    """np.median's value (the mean of the middle two for an even count) at a fifth of its overhead on ~100 values."""
-    v = np.sort(values, axis=None)
-    n = v.size
-    return float(v[n // 2]) if n % 2 else float((v[n // 2 - 1] + v[n // 2]) / 2)
+    return float(np.median(values))
 
 
 def _quantile(values: np.ndarray, q: float) -> float:
@@ -248,40 +243,10 @@ def find_digit(grey: np.ndarray) -> np.ndarray:
     return np.minimum(digit / max(strength, MIN_PEAK), 1.0)
 
 
-SMALL = 128  # crops up to this size are resized with cached weight matrices, larger ones by Pillow
-
-
 def resize_bilinear(img: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Pillow's anti-aliased bilinear resize of a float32 image (it widens the filter when it shrinks, as MNIST's
-    reduction did), to within a float32 rounding.
-
-    Why not always Pillow: for the small crops a digit upload gives, wrapping the array as an image and back
-    costs three times the resize itself; here it is two small matrix products whose weights are cached per size."""
-    h, w = img.shape
-    if max(h, w) > SMALL:
-        return np.asarray(Image.fromarray(np.ascontiguousarray(img, dtype=np.float32)).resize((width, height), Image.Resampling.BILINEAR))
-    out = np.asarray(img, dtype=np.float32)
-    if width != w:  # Pillow's order: the horizontal pass first, into a float32 image
-        out = (out @ _bilinear_weights(w, width).T).astype(np.float32)
-    if height != h:
-        out = (_bilinear_weights(h, height) @ out).astype(np.float32)
-    return out
-
-
-@functools.lru_cache(maxsize=512)
-def _bilinear_weights(n_in: int, n_out: int) -> np.ndarray:
-    """[n_out, n_in] float64: Pillow's precompute_coeffs (libImaging/Resample.c) for the bilinear filter."""
-    scale = n_in / n_out
-    filter_scale = max(scale, 1.0)
-    support = filter_scale  # the bilinear filter's support is 1, widened by the scale when shrinking
-    weights = np.zeros((n_out, n_in))
-    for i in range(n_out):
-        centre = (i + 0.5) * scale
-        lo, hi = max(int(centre - support + 0.5), 0), min(int(centre + support + 0.5), n_in)
-        k = np.maximum(1.0 - np.abs((np.arange(lo, hi) - centre + 0.5) / filter_scale), 0.0)
-        weights[i, lo:hi] = k / k.sum() if k.sum() else k
-    weights.setflags(write=False)
-    return weights
+    """Pillow's anti-aliased bilinear resize of a float32 image: it widens the filter when it shrinks, as MNIST's
+    reduction did."""
+    return np.asarray(Image.fromarray(np.ascontiguousarray(img, dtype=np.float32)).resize((width, height), Image.Resampling.BILINEAR))
 
 
 def centre_of_mass(img: np.ndarray) -> tuple[float, float]:

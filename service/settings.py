@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="comma-separated origins allowed by CORS (none by default)"
     )
+    keepalive_timeout_s: int = Field(
+        5, ge=1, description="an idle keep-alive connection is closed after this many seconds (uvicorn's timeout_keep_alive)"
+    )
     graceful_timeout_s: float = Field(20.0, ge=0, description="how long SIGTERM waits for in-flight requests")
     warmup_runs: int = Field(3, ge=0, description="inference runs before /readyz says ready")
 

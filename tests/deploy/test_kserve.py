@@ -97,7 +97,7 @@ def test_the_predictor_is_triton_on_one_gpu_serving_onnx():
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_the_front_objects_are_valid_kubernetes(version):
     docs = _docs("front.yaml")
-    assert [d["kind"] for d in docs] == ["Deployment", "Service", "HorizontalPodAutoscaler"]
+    assert [d["kind"] for d in docs] == ["Deployment", "Service", "HorizontalPodAutoscaler", "ConfigMap"]
     for doc in docs:
         kubernetes_validate.validate(doc, version, strict=True)
 
@@ -110,15 +110,15 @@ def test_strict_kubernetes_validation_catches_a_misspelt_key():
 
 
 def test_the_front_points_at_the_predictor_and_scales_on_cpu():
-    deployment, service, hpa = _docs("front.yaml")
+    deployment, service, hpa, _ = _docs("front.yaml")
     isvc = _isvc()
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
+    container = containers["front"]
     env = {e["name"]: e["value"] for e in container["env"]}
     host = f"{isvc['metadata']['name']}-predictor.{isvc['metadata']['namespace']}.svc.cluster.local"
     assert env["CAPSNET_ENGINE_URL"] == f"http://{host}"
     settings = Settings.model_fields
     assert {k.removeprefix("CAPSNET_").lower() for k in env} <= set(settings), "every variable is a setting of the service"
-    assert container["ports"][0]["containerPort"] == settings["port"].default
     assert {p["path"] for p in (container["readinessProbe"]["httpGet"], container["livenessProbe"]["httpGet"])} == {"/readyz", "/healthz"}
     assert container["resources"]["requests"]["cpu"], "CPU utilisation is measured against the request"
     labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -127,6 +127,31 @@ def test_the_front_points_at_the_predictor_and_scales_on_cpu():
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"]}
     assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
     assert {d["metadata"]["namespace"] for d in (deployment, service, hpa, isvc)} == {"capsnet"}
+
+
+def test_clients_and_probes_reach_the_front_through_the_edge_with_its_configuration():
+    """The pod's edge (deploy/edge/haproxy.cfg, as a ConfigMap identical to the files) is the only port: the Service
+    and the probes go through it; the service listens on the pod's loopback, where the edge sends requests."""
+    deployment, service, _, config_map = _docs("front.yaml")
+    pod = deployment["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    edge, front = containers["edge"], containers["front"]
+    front_env = {e["name"]: e["value"] for e in front["env"]}
+    edge_env = {e["name"]: e["value"] for e in edge["env"]}
+    assert front_env["CAPSNET_HOST"] == "127.0.0.1" and "ports" not in front
+    assert edge_env["EDGE_UPSTREAM"] == f"127.0.0.1:{front_env['CAPSNET_PORT']}"
+    (port,) = edge["ports"]
+    assert port["name"] == "http" and edge_env["EDGE_BIND"] == f":{port['containerPort']}"
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+        assert front[probe]["httpGet"]["port"] == port["containerPort"], probe
+    edge_dir = REPO / "deploy" / "edge"
+    files = {"haproxy.cfg": edge_dir / "haproxy.cfg", **{p.name: p for p in (edge_dir / "errors").iterdir()}}
+    assert config_map["data"] == {k: p.read_text() for k, p in files.items()}, "regenerate the ConfigMap (front.yaml's header)"
+    (volume,) = pod["volumes"]
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    assert {i["key"]: i["path"] for i in volume["configMap"]["items"]} == {k: str(p.relative_to(edge_dir)) for k, p in files.items()}
+    assert edge["volumeMounts"] == [{"name": volume["name"], "mountPath": "/usr/local/etc/haproxy", "readOnly": True}]
 
 
 def test_every_manifest_is_tested():

@@ -168,7 +168,7 @@ def test_compose_file_matches_the_compose_specification():
 def test_compose_has_no_version_and_both_services():
     compose = load_compose()
     assert "version" not in compose, "top-level `version` is obsolete in the Compose Specification"
-    assert set(compose["services"]) == {"capsnet", "capsnet-cpu", "triton", "capsnet-front"}
+    assert set(compose["services"]) == {"capsnet", "capsnet-cpu", "triton", "capsnet-front", "edge", "edge-cpu", "edge-front"}
 
 
 def test_compose_gpu_service_is_the_default_and_reserves_one_nvidia_gpu():
@@ -198,7 +198,7 @@ def test_compose_cpu_service_is_behind_the_cpu_profile_and_builds_the_cpu_image(
 @pytest.mark.parametrize("name", ["capsnet", "capsnet-cpu"])
 def test_compose_service_runtime_policy(name):
     service = load_compose()["services"][name]
-    assert service["ports"] == ["8000:8000"]
+    assert "ports" not in service and service["expose"] == ["8000"], "reached through its edge only"
     assert service["restart"] == "unless-stopped"
     grace_s = compose_duration_s(service["stop_grace_period"])
     assert grace_s == 30
@@ -237,7 +237,7 @@ def test_compose_triton_profile_serves_the_repository_on_the_gpu():
     assert triton["deploy"]["resources"]["reservations"]["devices"] == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
     assert triton["healthcheck"]["test"][-1] == "http://localhost:8000/v2/health/ready"
     host_ports = [p.split(":")[0] for s in compose["services"].values() for p in s.get("ports", [])]
-    assert len(host_ports) - len(set(host_ports)) == 1, "only capsnet and capsnet-cpu share a host port (one or the other)"
+    assert len(host_ports) - len(set(host_ports)) == 1, "only edge and edge-cpu share a host port (one or the other)"
     assert {p.split(":")[1] for p in triton["ports"]} == {"8000", "8001", "8002"}
 
 
@@ -253,6 +253,30 @@ def test_compose_front_is_pointed_at_triton():
     settings = _settings_from_env(env)
     assert fields <= set(settings), f"unknown settings: {sorted(fields - set(settings))}"
     assert settings["engine_url"] == "http://triton:8000"
+
+
+EDGE_CONFIG = REPO / "deploy" / "edge" / "haproxy.cfg"
+
+
+EDGES = [("edge", "capsnet", 8000), ("edge-cpu", "capsnet-cpu", 8000), ("edge-front", "capsnet-front", 8080)]
+
+
+@pytest.mark.parametrize(("edge", "service", "port"), EDGES)
+def test_compose_serves_each_variant_through_its_edge(edge, service, port):
+    """The edge runs deploy/edge/haproxy.cfg in front of its service, which publishes nothing itself; every EDGE_* it is
+    given is one the configuration reads, and the tunables pass through from the shell unset by default, so the
+    configuration's own defaults apply."""
+    compose = load_compose()
+    e, s = compose["services"][edge], compose["services"][service]
+    assert e["image"].startswith("haproxy:2.") and e["volumes"] == ["./deploy/edge:/usr/local/etc/haproxy:ro"]
+    assert e["ports"] == [f"{port}:8000"] and "ports" not in s
+    assert e.get("profiles") == s.get("profiles")
+    assert e["depends_on"] == {service: {"condition": "service_healthy"}}
+    env = e["environment"]
+    assert env["EDGE_UPSTREAM"] == f"{service}:8000" and env["EDGE_BIND"] == ":8000"
+    used = set(re.findall(r"\$\{(EDGE_[A-Z_]+)-", EDGE_CONFIG.read_text()))
+    assert set(env) == used, f"not read by haproxy.cfg: {sorted(set(env) - used)}; not passed: {sorted(used - set(env))}"
+    assert all(v is None for k, v in env.items() if k not in {"EDGE_UPSTREAM", "EDGE_BIND"})
 
 
 def _settings_from_env(env: dict[str, str]) -> dict:

@@ -4,6 +4,7 @@ counted under their route; HEAD on every GET endpoint; one error code per mistak
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import pytest
@@ -119,6 +120,52 @@ def test_a_bad_file_of_a_multipart_batch_is_named(client):
     assert r.json()["detail"].startswith("image 2: cannot decode image"), r.json()
 
 
+def _post_scope(headers: list[tuple[bytes, bytes]]) -> dict:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/predict",
+        "raw_path": b"/predict",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+
+
+@pytest.mark.parametrize("declared", [None, 2000], ids=["chunked-trickle", "declared-then-stalled"])
+def test_a_body_slower_than_the_minimum_rate_is_refused_with_408_and_closed(declared):
+    """0.3 s plus 1000 bytes a second: a chunked body trickled at 100 bytes a second falls behind at once; a declared
+    2000-byte body that stalls after its first bytes has 0.3 + 2 s."""
+    app = create_app(Settings(warmup_runs=0, body_timeout_s=0.3, body_min_rate=1000))
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        await asyncio.sleep(0.1 if declared is None else 60)
+        return {"type": "http.request", "body": b" " * 10, "more_body": True}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    headers = [(b"content-type", b"application/json")] + ([(b"content-length", str(declared).encode())] if declared else [])
+
+    async def run() -> float:
+        t0 = time.monotonic()
+        await asyncio.wait_for(app(_post_scope(headers), receive, send), 10)
+        return time.monotonic() - t0
+
+    elapsed = asyncio.run(run())
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    assert start["status"] == 408 and (b"connection", b"close") in start["headers"]
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    assert b'"error":"request_timeout"' in body and b"did not arrive in time" in body, body
+    assert elapsed < (1.5 if declared is None else 4.0), elapsed
+
+
 def test_a_body_without_content_length_is_refused_once_past_the_limit_and_not_read_further():
     """Driven as ASGI (TestClient reads a streamed body whole before the app sees it): 1 MB chunks of a 64 MB upload."""
     app = create_app(Settings(warmup_runs=0))
@@ -133,21 +180,7 @@ def test_a_body_without_content_length_is_refused_once_past_the_limit_and_not_re
     async def send(message: dict) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/predict",
-        "raw_path": b"/predict",
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
-    asyncio.run(app(scope, receive, send))
+    asyncio.run(app(_post_scope([(b"content-type", b"application/json")]), receive, send))
     start = next(m for m in sent if m["type"] == "http.response.start")
     assert start["status"] == 413 and (b"connection", b"close") in start["headers"]
     assert asked == limit // len(chunk) + 1  # the chunk that crossed the limit was the last one read
