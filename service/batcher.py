@@ -48,6 +48,17 @@ class _Job:
     images: np.ndarray  # [n,1,S,S]
     future: asyncio.Future  # set on the event loop only
     enqueued: float = field(default_factory=time.perf_counter)
+    queue_s: float = 0.0  # set on the inference thread before the future is
+    model_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Inference:
+    """A request's rows of every output, and where its time went: waiting for a batch, then the batch in the model."""
+
+    out: dict[str, np.ndarray]
+    queue_s: float
+    model_s: float
 
 
 class Batcher:
@@ -57,7 +68,7 @@ class Batcher:
         max_batch: int,
         max_wait_s: float,
         max_queue: int,
-        observe: Callable[[int, list[float]], None] | None = None,
+        observe: Callable[[int], None] | None = None,
         workers: int = 1,
         in_flight: Callable[[], int] | None = None,
     ) -> None:
@@ -66,7 +77,7 @@ class Batcher:
         self.max_wait_s = max_wait_s
         self.workers = workers
         self.max_queue = max_queue
-        self._observe = observe or (lambda n, waits: None)
+        self._observe = observe or (lambda n: None)  # each batch's size
         self._pending: deque[_Job] = deque()  # guarded by _cond, as are _queued_images and _stopping
         self._cond = threading.Condition()
         self._queued_images = 0
@@ -100,22 +111,23 @@ class Batcher:
             if not j.future.done():
                 j.future.set_exception(Overloaded("the service is stopping"))
 
-    async def submit(self, images: np.ndarray, timeout_s: float) -> dict[str, np.ndarray]:
-        """Queue `images` [n,1,S,S]; their rows of every output come back, in order."""
+    async def submit(self, images: np.ndarray, timeout_s: float) -> Inference:
+        """Queue `images` [n,1,S,S]; their rows of every output come back, in order, with the time spent on them."""
         n = len(images)
         fut = asyncio.get_running_loop().create_future()
+        job = _Job(images, fut)
         with self._cond:
             if self._stopping:
                 raise Overloaded("the service is stopping")
             if self._queued_images + n > self.max_queue:
                 raise Overloaded(f"model queue full ({self._queued_images} images waiting, limit {self.max_queue})")
             self._queued_images += n
-            self._pending.append(_Job(images, fut))
+            self._pending.append(job)
             self._cond.notify()
         try:
             # On timeout (or a client gone) the future is cancelled, and the thread skips it.
             async with asyncio.timeout(timeout_s):
-                return await fut
+                return Inference(await fut, job.queue_s, job.model_s)
         except TimeoutError as e:
             raise Overloaded(f"no model slot within {timeout_s:g} s") from e
 
@@ -170,9 +182,13 @@ class Batcher:
         if not live:
             return
         batch = np.concatenate([j.images for j in live]) if len(live) > 1 else live[0].images
-        now = time.perf_counter()
-        self._observe(len(batch), [now - j.enqueued for j in live])
-        self._hand_back(self._deliver, live, self._run(batch, busy))
+        self._observe(len(batch))
+        start = time.perf_counter()
+        out = self._run(batch, busy)
+        model_s = time.perf_counter() - start
+        for j in live:
+            j.queue_s, j.model_s = start - j.enqueued, model_s
+        self._hand_back(self._deliver, live, out)
 
     def _hand_back(self, fn: Callable, *args: object) -> None:
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more

@@ -2,10 +2,9 @@
 
 Why Triton's shape: a client or dashboard written for Triton (tritonclient's get_inference_statistics, perf_analyzer)
 reads these unchanged. What is counted is what the v2 infer endpoint served, timed on the event loop, which is the only
-place these counters are touched (no lock). `compute_input` is reading and checking the tensors, `compute_infer` is
-from handing them to the model until its outputs are back, which for `capsnet` includes the wait in the batcher's
-queue (not measured per request; `capsnet_queue_seconds` in /metrics has it), so `queue` stays at zero;
-`compute_output` is encoding the response. `fail` counts every request for the model that was not answered 200,
+place these counters are touched (no lock). `compute_input` is reading and checking the tensors, `queue` the wait for a
+batch in the batcher (and the hand-offs to and from its thread), `compute_infer` the batch in the model,
+`compute_output` encoding the response. `fail` counts every request for the model that was not answered 200,
 refused inputs included. `execution_count` counts requests run: several capsnet requests can share one onnxruntime
 call in the batcher (`capsnet_batch_size` in /metrics counts those calls).
 """
@@ -37,10 +36,11 @@ class Phases:
     input_ns: int
     infer_ns: int
     output_ns: int
+    queue_ns: int = 0
 
     @property
     def total_ns(self) -> int:
-        return self.input_ns + self.infer_ns + self.output_ns
+        return self.input_ns + self.queue_ns + self.infer_ns + self.output_ns
 
 
 @dataclass
@@ -68,6 +68,7 @@ class ModelStats:
         self.execution_count += 1
         self.last_inference_ms = time.time_ns() // 1_000_000
         self.success.add(phases.total_ns)
+        self.queue.add(phases.queue_ns)
         by_size = self.batches.setdefault(batch, _BatchStats())
         for total in (self, by_size):
             total.compute_input.add(phases.input_ns)

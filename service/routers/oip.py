@@ -22,7 +22,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any
 from weakref import WeakKeyDictionary
 
-import numpy as np
 import onnxruntime as ort
 from anyio import to_thread
 from fastapi import APIRouter, Path, Request, Response
@@ -32,9 +31,10 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from model import DECODER_FILE
-from service.batcher import InferenceFailed, Overloaded
+from service.batcher import Inference, InferenceFailed, Overloaded
 from service.body import off_loop, read_limited
 from service.errors import ClientError
+from service.metrics import PhaseTimer
 from service.oip import HEADER_LENGTH, InferRequest, ModelSpec, OIPError, bad, decompress, encode_response, parse_request, triton_config
 from service.oip_stats import ModelStats, Phases
 from service.remote import RemoteEngine
@@ -156,18 +156,20 @@ def _stats(request: Request) -> dict[str, ModelStats]:
     return stats
 
 
-async def _run_capsnet(state: AppState, req: InferRequest) -> dict[str, np.ndarray]:
+async def _run_capsnet(state: AppState, req: InferRequest) -> Inference:
     return await state.batcher.submit(req.inputs["image"], state.settings.request_timeout_s)
 
 
-async def _run_decoder(state: AppState, req: InferRequest) -> dict[str, np.ndarray]:
+async def _run_decoder(state: AppState, req: InferRequest) -> Inference:
     digits, k = req.inputs["digit"], state.card.num_classes
     if digits.min() < 0 or digits.max() >= k:  # the graph would silently decode an all-zero mask
         raise bad(f"input 'digit': values must be digit capsules 0-{k - 1}")
-    return {"reconstruction": await to_thread.run_sync(state.engine.reconstruct, digits, req.inputs["pose"])}
+    start = time.perf_counter()
+    recon = await to_thread.run_sync(state.engine.reconstruct, digits, req.inputs["pose"])
+    return Inference({"reconstruction": recon}, 0.0, time.perf_counter() - start)
 
 
-RUN: dict[str, Callable[[AppState, InferRequest], Awaitable[dict[str, np.ndarray]]]] = {"capsnet": _run_capsnet, "decoder": _run_decoder}
+RUN: dict[str, Callable[[AppState, InferRequest], Awaitable[Inference]]] = {"capsnet": _run_capsnet, "decoder": _run_decoder}
 
 
 # ---- server ----
@@ -251,16 +253,23 @@ async def _serve(request: Request, state: AppState, model: ModelSpec, start: int
     def parse(data: bytes) -> InferRequest:
         return parse_request(model, decompress(data, encoding, s.max_body_bytes), header_length, s.max_json_values)
 
-    req = await off_loop(state, parse, await read_limited(request, s))
+    data = await read_limited(request, s)
+    timer = PhaseTimer(state.metrics, f"/v2/models/{model.name}/infer")
+    req = await off_loop(state, parse, data)
+    timer.preprocessed()
     read = time.perf_counter_ns()
-    out = await RUN[model.name](state, req)
+    inference = await RUN[model.name](state, req)
+    timer.inferred(inference.queue_s, inference.model_s)
     ran = time.perf_counter_ns()
+    out = inference.out
     content, header_length = encode_response(model.name, VERSION, req.id, [(t, out[t.name], binary) for t, binary in req.outputs])
     if header_length is None:
         response: Response = Response(content, media_type="application/json")
     else:
         response = Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(header_length)})
-    return response, req.batch, Phases(read - start, ran - read, time.perf_counter_ns() - ran)
+    timer.postprocessed()
+    model_ns = int(inference.model_s * 1e9)
+    return response, req.batch, Phases(read - start, model_ns, time.perf_counter_ns() - ran, queue_ns=max(ran - read - model_ns, 0))
 
 
 def _inline(schema: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from model.affine import Affine, warp
 from service.body import MULTIPART, Body, BodyRoute, Upload, off_loop
 from service.errors import Invalid, for_item
 from service.imaging import decode_base64, encode_png
+from service.metrics import PhaseTimer
 from service.multipart import file_parts
 from service.responses import FastJSON, picture, rounded
 from service.routing import NoRouting
@@ -206,12 +207,17 @@ async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
 
     Images are made to look like MNIST first (ink bright on black, fit to 20x20, centred by mass);
     `pixels` go to the network as they are."""
+    timer = PhaseTimer(state.metrics, "/predict", body.parse_s)
     extras = _extras(request.query_params.get("include"))
     capsule_type = _routing(request, extras, state)
     images = await _images(body, state, batch=False)
-    out = await state.batcher.submit(images, state.settings.request_timeout_s)
-    routing = await _trace(out, extras, capsule_type, state)
-    return FastJSON(_result(out, 0, images[0], state, extras, routing))  # ~0.1 ms: cheaper than a thread hop
+    timer.preprocessed()
+    inference = await state.batcher.submit(images, state.settings.request_timeout_s)
+    timer.inferred(inference.queue_s, inference.model_s)
+    routing = await _trace(inference.out, extras, capsule_type, state)
+    response = FastJSON(_result(inference.out, 0, images[0], state, extras, routing))  # ~0.1 ms: cheaper than a thread hop
+    timer.postprocessed()
+    return response
 
 
 @router.post(
@@ -223,13 +229,19 @@ async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
 )
 async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     """Several `file` parts, `{"images": [...]}` or `{"pixels": [N x 28 x 28]}`, up to the configured maximum (64)."""
+    timer = PhaseTimer(state.metrics, "/predict/batch", body.parse_s)
     extras = _extras(request.query_params.get("include"))
     capsule_type = _routing(request, extras, state)
     images = await _images(body, state, batch=True)
-    out = await state.batcher.submit(images, state.settings.request_timeout_s)
+    timer.preprocessed()
+    inference = await state.batcher.submit(images, state.settings.request_timeout_s)
+    timer.inferred(inference.queue_s, inference.model_s)
+    out = inference.out
     routing = await _trace(out, extras, capsule_type, state)
     results = await to_thread.run_sync(lambda: [_result(out, i, images[i], state, extras, routing) for i in range(len(images))])
-    return FastJSON({"results": results})
+    response = FastJSON({"results": results})
+    timer.postprocessed()
+    return response
 
 
 @router.post(
@@ -243,6 +255,7 @@ async def probe(body: Upload, state: ReadyDep) -> FastJSON:
     """The 28x28 input (from `image`, preprocessed as /predict does, or `pixels` as they are) rotated, scaled, sheared and
     shifted by each of up to 64 transforms (model/affine.py), each run through the network: how the lengths, the
     prediction and the poses follow the viewpoint. Equivariance would keep the lengths and move the poses."""
+    timer = PhaseTimer(state.metrics, "/probe", body.parse_s)
     req = _validated(body.json, ProbeJSON)  # JSON only: BodyRoute answers 415 to anything else
     if req.pixels is not None:
         base = _pixel_array(req.pixels, state, "pixels", 2)
@@ -250,7 +263,10 @@ async def probe(body: Upload, state: ReadyDep) -> FastJSON:
         base = (await _preprocess_all([decode_base64(req.image, state.settings.max_body_bytes)], state))[0, 0]
     transforms = [Affine(**t.model_dump()) for t in req.transforms]
     images = await to_thread.run_sync(lambda: np.stack([warp(base, t) for t in transforms])[:, None].astype(np.float32))
-    out = await state.batcher.submit(images, state.settings.request_timeout_s)
+    timer.preprocessed()
+    inference = await state.batcher.submit(images, state.settings.request_timeout_s)
+    timer.inferred(inference.queue_s, inference.model_s)
+    out = inference.out
 
     def answer() -> dict[str, Any]:
         return {
@@ -267,4 +283,6 @@ async def probe(body: Upload, state: ReadyDep) -> FastJSON:
             ],
         }
 
-    return FastJSON(await to_thread.run_sync(answer))
+    response = FastJSON(await to_thread.run_sync(answer))
+    timer.postprocessed()
+    return response

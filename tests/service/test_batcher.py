@@ -42,7 +42,7 @@ def test_concurrent_requests_share_a_call_and_get_their_own_rows():
         calls: list[int] = []
         b = Batcher(fake_model(calls), max_batch=32, max_wait_s=0.05, max_queue=100)
         b.start()
-        outs = await asyncio.gather(*(b.submit(images(i, i + 0.5), 5) for i in range(8)))
+        outs = [r.out for r in await asyncio.gather(*(b.submit(images(i, i + 0.5), 5) for i in range(8)))]
         await b.stop()
         return calls, outs
 
@@ -57,7 +57,7 @@ def test_requests_are_kept_whole_across_batches():
         calls: list[int] = []
         b = Batcher(fake_model(calls), max_batch=4, max_wait_s=0.02, max_queue=100)
         b.start()
-        outs = await asyncio.gather(*(b.submit(images(*range(3)), 5) for _ in range(3)))
+        outs = [r.out for r in await asyncio.gather(*(b.submit(images(*range(3)), 5) for _ in range(3)))]
         await b.stop()
         return calls, outs
 
@@ -110,7 +110,7 @@ def test_a_failing_batch_fails_its_requests_and_the_loop_goes_on():
         await b.stop()
         return ok
 
-    assert asyncio.run(main())["id"].tolist() == [7]
+    assert asyncio.run(main()).out["id"].tolist() == [7]
 
 
 def test_a_lone_request_runs_alone_and_one_among_others_runs_busy():
@@ -145,7 +145,7 @@ def test_several_workers_run_batches_at_the_same_time():
 
         b = Batcher(run, max_batch=1, max_wait_s=0, max_queue=10, workers=2)
         b.start()
-        outs = await asyncio.gather(b.submit(images(1), 5), b.submit(images(2), 5))
+        outs = [r.out for r in await asyncio.gather(b.submit(images(1), 5), b.submit(images(2), 5))]
         await b.stop()
         return outs
 
@@ -169,14 +169,14 @@ def test_requests_still_queued_at_stop_get_overloaded_not_a_hang():
             await b.submit(images(3), 5)
         return await running
 
-    assert asyncio.run(main())["id"].tolist() == [1]  # the batch in the model finished
+    assert asyncio.run(main()).out["id"].tolist() == [1]  # the batch in the model finished
 
 
 def test_a_failure_outside_the_model_fails_its_batch_and_the_thread_goes_on():
     async def main():
         n = {"observed": 0}
 
-        def observe(size, waits):
+        def observe(size):
             n["observed"] += 1
             if n["observed"] == 1:
                 raise ValueError("metrics broke")
@@ -189,4 +189,26 @@ def test_a_failure_outside_the_model_fails_its_batch_and_the_thread_goes_on():
         await b.stop()
         return ok
 
-    assert asyncio.run(main())["id"].tolist() == [2]
+    assert asyncio.run(main()).out["id"].tolist() == [2]
+
+
+def test_each_request_learns_how_long_it_queued_and_how_long_its_batch_ran():
+    """What /metrics reports per phase: a request queued behind a batch that held the model 0.2 s waited about that long,
+    and each reports its own batch's time in the model."""
+
+    def slow(x: np.ndarray, busy: bool = False) -> dict[str, np.ndarray]:
+        threading.Event().wait(0.2)
+        return {"id": x.reshape(len(x), -1)[:, 0].copy()}
+
+    async def main():
+        b = Batcher(slow, max_batch=1, max_wait_s=0, max_queue=10)
+        b.start()
+        first = asyncio.ensure_future(b.submit(images(1), 5))
+        await asyncio.sleep(0.05)  # the first is in the model
+        second = await b.submit(images(2), 5)
+        await b.stop()
+        return await first, second
+
+    first, second = asyncio.run(main())
+    assert 0.19 <= first.model_s < 1 and 0.19 <= second.model_s < 1
+    assert first.queue_s < 0.05 and 0.1 <= second.queue_s < 1

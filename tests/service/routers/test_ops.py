@@ -5,11 +5,13 @@ from __future__ import annotations
 import gc
 import json
 
+import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
 from tests.conftest import WEIGHTS
+from tests.service.helpers import stroke_digit_one
 
 
 def test_ops_endpoints(client):
@@ -45,7 +47,46 @@ def test_metrics_count_requests_and_batches(client):
     )
     assert count(after, 'capsnet_requests_total{endpoint="/reconstruct"') >= 1
     assert count(after, "capsnet_batch_size_count") >= count(before, "capsnet_batch_size_count") + 1
-    assert "capsnet_queue_seconds_bucket" in after and 'capsnet_request_seconds_bucket{endpoint="/predict"' in after
+    assert 'capsnet_request_seconds_bucket{endpoint="/predict"' in after
+
+
+ZEROS = [0.0] * 784
+
+
+@pytest.mark.parametrize(
+    ("path", "kwargs"),
+    [
+        ("/predict", {"files": {"file": ("one.png", stroke_digit_one(), "image/png")}}),
+        ("/predict/batch", {"json": {"pixels": [[[0.0] * 28] * 28] * 3}}),
+        ("/probe", {"json": {"pixels": [[0.0] * 28] * 28, "transforms": [{"rotate": 10}, {}]}}),
+        ("/v2/models/capsnet/infer", {"json": {"inputs": [{"name": "image", "datatype": "FP32", "shape": [1, 1, 28, 28], "data": ZEROS}]}}),
+    ],
+)
+def test_where_a_request_spent_its_time_is_on_metrics_by_phase(client, path, kwargs):
+    """As KServe reports it: preprocess, queue, predict, postprocess, each once per request under its endpoint, and
+    together no more than the request's whole time."""
+    phases = ("preprocess", "queue", "predict", "postprocess")
+
+    def read() -> dict[str, float]:
+        text = client.get("/metrics").text
+        out = {}
+        for name in (*phases, ""):
+            family = f"capsnet_request_{name}_seconds" if name else "capsnet_request_seconds"
+            # the whole request is counted by route template; its phases by model for the protocol's routes, as KServe does
+            label = path if name or not path.startswith("/v2/") else "/v2/models/{model_name}/infer"
+            for stat in ("count", "sum"):
+                needle = f'{family}_{stat}{{endpoint="{label}"}}'
+                out[f"{name}_{stat}"] = sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(needle))
+        return out
+
+    before = read()
+    assert client.post(path, **kwargs).status_code == 200
+    after = read()
+    delta = {k: after[k] - before[k] for k in after}
+    for name in phases:
+        assert delta[f"{name}_count"] == 1, (name, delta)
+    assert delta["predict_sum"] > 0 and delta["preprocess_sum"] > 0
+    assert sum(delta[f"{name}_sum"] for name in phases) <= delta["_sum"], delta
 
 
 def test_openapi_documents_every_endpoint_with_examples(client):
