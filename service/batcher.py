@@ -47,6 +47,7 @@ class InferenceFailed(Exception):
 class _Job:
     images: np.ndarray  # [n,1,S,S]
     future: asyncio.Future  # set on the event loop only
+    explain: bool = True  # the counterfactual decodes are wanted
     enqueued: float = field(default_factory=time.perf_counter)
     queue_s: float = 0.0  # set on the inference thread before the future is
     model_s: float = 0.0
@@ -64,7 +65,7 @@ class Inference:
 class Batcher:
     def __init__(
         self,
-        run: Callable[[np.ndarray, bool], dict[str, np.ndarray]],
+        run: Callable[[np.ndarray, bool, np.ndarray | None], dict[str, np.ndarray]],
         max_batch: int,
         max_wait_s: float,
         max_queue: int,
@@ -111,11 +112,12 @@ class Batcher:
             if not j.future.done():
                 j.future.set_exception(Overloaded("the service is stopping"))
 
-    async def submit(self, images: np.ndarray, timeout_s: float) -> Inference:
-        """Queue `images` [n,1,S,S]; their rows of every output come back, in order, with the time spent on them."""
+    async def submit(self, images: np.ndarray, timeout_s: float, explain: bool = True) -> Inference:
+        """Queue `images` [n,1,S,S]; their rows of every output come back, in order, with the time spent on them.
+        `explain`: with the counterfactual decodes (Engine.predict); a batch runs them for the rows that want them."""
         n = len(images)
         fut = asyncio.get_running_loop().create_future()
-        job = _Job(images, fut)
+        job = _Job(images, fut, explain)
         with self._cond:
             if self._stopping:
                 raise Overloaded("the service is stopping")
@@ -183,8 +185,9 @@ class Batcher:
             return
         batch = np.concatenate([j.images for j in live]) if len(live) > 1 else live[0].images
         self._observe(len(batch))
+        explain = None if all(j.explain for j in live) else np.concatenate([np.full(len(j.images), j.explain) for j in live])
         start = time.perf_counter()
-        out = self._run(batch, busy)
+        out = self._run(batch, busy, explain)
         model_s = time.perf_counter() - start
         for j in live:
             j.queue_s, j.model_s = start - j.enqueued, model_s

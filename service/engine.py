@@ -33,18 +33,47 @@ def recon_error(images: np.ndarray, recon: np.ndarray) -> np.ndarray:
 
 
 def counterfactuals(
-    reconstruct: Callable[[np.ndarray, np.ndarray], np.ndarray], images: np.ndarray, poses: np.ndarray
+    reconstruct: Callable[[np.ndarray, np.ndarray], np.ndarray], out: dict[str, np.ndarray], images: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The decoder (`reconstruct`: digits [M], poses [M,16] -> [M,1,S,S]) on every digit capsule's own pose, in one call
-    per batch, and how far each redraw is from the input: images [N,10,S,S] and errors [N,10].
+    per batch, and how far each redraw is from the input: images [N,10,S,S] and errors [N,10]. The winner's redraw is
+    the graph's own `reconstruction` (the same decoder on the same pose, bit for bit), so the decoder runs the other nine.
 
     Why: a digit the network has really seen is redrawn well by its capsule and badly by the others; an input no
-    capsule can redraw is not a digit (the paper's Figure 3; Frosst, Sabour & Hinton's DARCCC). What the ten decoder
+    capsule can redraw is not a digit (the paper's Figure 3; Frosst, Sabour & Hinton's DARCCC). What the decoder
     runs per image cost: BENCHMARKS.md, Real input."""
-    n, k, dim = poses.shape
-    digits = np.tile(np.arange(k, dtype=np.int64), n)
-    recon = reconstruct(digits, poses.reshape(n * k, dim)).reshape(n, k, *images.shape[-2:])
+    poses = out["poses"]
+    n, k, _ = poses.shape
+    rows = np.arange(n)
+    winners = out["lengths"].argmax(1)
+    others = np.ones((n, k), bool)
+    others[rows, winners] = False
+    recon = np.empty((n, k, *images.shape[-2:]), np.float32)
+    if n:
+        digits = np.broadcast_to(np.arange(k, dtype=np.int64), (n, k))[others]
+        recon[others] = reconstruct(digits, poses[others])[:, 0]
+    recon[rows, winners] = out["reconstruction"][:, 0]
     return recon, recon_error(images[:, 0], recon)
+
+
+def explained(
+    reconstruct: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    out: dict[str, np.ndarray],
+    images: np.ndarray,
+    explain: np.ndarray | None,
+) -> dict[str, np.ndarray]:
+    """The graph's outputs with `counterfactuals` and `recon_errors` added for the rows `explain` marks (None: all):
+    /predict reads them for every image, the protocol's `capsnet` and /probe never, and a batch can hold both kinds.
+    Rows not explained hold zeros."""
+    if explain is None or explain.all():
+        out["counterfactuals"], out["recon_errors"] = counterfactuals(reconstruct, out, images)
+        return out
+    n, k, s = len(images), out["lengths"].shape[1], images.shape[-1]
+    out["counterfactuals"], out["recon_errors"] = np.zeros((n, k, s, s), np.float32), np.zeros((n, k), np.float32)
+    if explain.any():
+        part = {name: out[name][explain] for name in ("poses", "lengths", "reconstruction")}
+        out["counterfactuals"][explain], out["recon_errors"][explain] = counterfactuals(reconstruct, part, images[explain])
+    return out
 
 
 def device_of(provider: str) -> str:
@@ -87,15 +116,14 @@ class Engine:
     def device(self) -> str:
         return device_of(self.provider)
 
-    def predict(self, images: np.ndarray, busy: bool = False) -> dict[str, np.ndarray]:
-        """images float32 [N,1,S,S] -> lengths, poses, reconstruction, coupling.
+    def predict(self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """images float32 [N,1,S,S] -> the graph's OUTPUTS, and the counterfactuals of the rows `explain` marks (None: all).
 
         `busy`: other requests are in flight, so the event loop needs a core too; the session with fewer threads runs
         the batch (service/cores.py says why)."""
         session = self.capsnet_busy if busy and self.capsnet_busy is not None else self.capsnet
         out = dict(zip(OUTPUTS, session.run(list(OUTPUTS), {"image": images})))
-        out["counterfactuals"], out["recon_errors"] = counterfactuals(self.reconstruct, images, out["poses"])
-        return out
+        return explained(self.reconstruct, out, images, explain)
 
     def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:
         """digits int64 [N], poses float32 [N,16] -> [N,1,S,S]."""

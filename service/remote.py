@@ -29,7 +29,7 @@ import numpy as np
 from model import FP32_FILE
 from service.batcher import EngineUnavailable
 from service.card import ModelCard
-from service.engine import OUTPUTS, counterfactuals
+from service.engine import OUTPUTS, explained
 
 log = logging.getLogger("capsnet.remote")
 
@@ -242,11 +242,10 @@ class RemoteEngine:
         result = self._call(f"{model} inference", lambda c: c.infer(model, tensors, outputs=wanted))
         return {name: result.as_numpy(name) for name in outputs}
 
-    def predict(self, images: np.ndarray, busy: bool = False) -> dict[str, np.ndarray]:
+    def predict(self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """As Engine.predict: capsnet on the engine, then the counterfactuals on its decoder. `busy` means nothing here."""
         out = self._infer("capsnet", [("image", "FP32", np.ascontiguousarray(images, np.float32))], list(OUTPUTS))
-        out["counterfactuals"], out["recon_errors"] = counterfactuals(self.reconstruct, images, out["poses"])
-        return out
+        return explained(self.reconstruct, out, images, explain)
 
     def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:
         """digits int64 [N], poses float32 [N,16] -> [N,1,S,S]. `digit` goes as [N,1], which both Triton (dims [1], reshaped)

@@ -157,7 +157,7 @@ def _stats(request: Request) -> dict[str, ModelStats]:
 
 
 async def _run_capsnet(state: AppState, req: InferRequest) -> Inference:
-    return await state.batcher.submit(req.inputs["image"], state.settings.request_timeout_s)
+    return await state.batcher.submit(req.inputs["image"], state.settings.request_timeout_s, explain=False)  # the graph's outputs only
 
 
 async def _run_decoder(state: AppState, req: InferRequest) -> Inference:

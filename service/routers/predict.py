@@ -264,7 +264,7 @@ async def probe(body: Upload, state: ReadyDep) -> FastJSON:
     transforms = [Affine(**t.model_dump()) for t in req.transforms]
     images = await to_thread.run_sync(lambda: np.stack([warp(base, t) for t in transforms])[:, None].astype(np.float32))
     timer.preprocessed()
-    inference = await state.batcher.submit(images, state.settings.request_timeout_s)
+    inference = await state.batcher.submit(images, state.settings.request_timeout_s, explain=False)  # lengths and poses only
     timer.inferred(inference.queue_s, inference.model_s)
     out = inference.out
 

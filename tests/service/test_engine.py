@@ -99,3 +99,43 @@ def test_the_precision_is_stored_not_read_off_the_file_name():
     assert load_engine(WEIGHTS, card, "cpu", 1, "fp32").precision == "fp32"
     engine = load_engine(WEIGHTS, card, "cpu", 1, "int8")
     assert (engine.precision, engine.model_file) == ("int8", card.int8.file)
+
+
+@pytest.fixture(scope="module")
+def local_engine():
+    card = load_card(WEIGHTS)
+    return load_engine(WEIGHTS, card, "cpu", 1, "fp32")
+
+
+def _digits(n: int) -> np.ndarray:
+    from bench.payloads import stroke_images
+
+    return stroke_images(n)
+
+
+def test_the_counterfactuals_are_the_decoder_on_every_capsules_own_pose(local_engine):
+    """The winner's redraw comes from the graph and the decoder runs the other nine: the same images and errors as
+    decoding all ten, as the is_digit rule was calibrated."""
+    images = _digits(6)
+    out = local_engine.predict(images)
+    n, k, dim = out["poses"].shape
+    every = local_engine.reconstruct(np.tile(np.arange(k, dtype=np.int64), n), out["poses"].reshape(n * k, dim)).reshape(n, k, 28, 28)
+    np.testing.assert_allclose(out["counterfactuals"], every, atol=1e-6)
+    errors = np.square(every - images).sum((-2, -1)) / np.maximum(np.square(images[:, 0]).sum((-2, -1)), 1.0)[:, None]
+    np.testing.assert_allclose(out["recon_errors"], errors, rtol=1e-5, atol=1e-6)
+
+
+def test_only_the_rows_that_ask_are_explained_and_the_others_cost_no_decoding(local_engine, monkeypatch):
+    images = _digits(5)
+    full = local_engine.predict(images)
+    rows: list[int] = []
+    real = local_engine.reconstruct
+    monkeypatch.setattr(local_engine, "reconstruct", lambda d, p: rows.append(len(d)) or real(d, p))
+    explain = np.array([True, False, True, False, False])
+    out = local_engine.predict(images, explain=explain)
+    assert rows == [2 * 9]  # nine decodes for each of the two rows that asked
+    np.testing.assert_allclose(out["recon_errors"][explain], full["recon_errors"][explain], rtol=1e-5, atol=1e-6)
+    assert not out["recon_errors"][~explain].any() and not out["counterfactuals"][~explain].any()
+    rows.clear()
+    local_engine.predict(images, explain=np.zeros(5, bool))
+    assert rows == []

@@ -192,9 +192,9 @@ def test_one_in_flight_count_feeds_the_gauge_and_the_batcher(client):
     seen: list[tuple[int, bool]] = []
     real = batcher._run
 
-    def spy(images, busy=False):
+    def spy(images, busy=False, explain=None):
         seen.append((metrics.in_flight, busy))
-        return real(images, busy)
+        return real(images, busy, explain)
 
     batcher._run = spy
     try:
