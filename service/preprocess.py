@@ -21,12 +21,14 @@ cv2.setNumThreads(1)
 INK_THRESHOLD = 0.1  # of the ink range, after background removal: what counts as ink for the bounding box
 WORK_SIDE = 1024  # the digit is looked for at most this large: a 12 MP photo's digit keeps 80+ px, and the work stays ~10 ms
 FLAT_BELOW = 64  # smaller images (an MNIST-sized upload) hold no shading to remove: one paper level, from the border
-UNIFORM_SHARE = 0.6  # ... nor does a canvas export or a clean scan: this share of it (and all its border) at one level
+UNIFORM_SHARE = 0.5  # ... nor does a canvas export or a clean scan: half its border at one level ...
+UNIFORM_IMAGE_SHARE = 0.2  # ... and of the whole image (a tight crop's ink and its smoothed edges can cover most of it)
 UNIFORM_TOLERANCE = 2.0 / 255.0  # one level: within two 8-bit steps
 PAPER_SIDE = 160  # the paper's brightness changes slowly, so it is first estimated on a copy at most this large ...
 STROKE_PX = 4.0  # ... and then, around strokes of known width, on one where a stroke is at most this wide
 MIN_CONTRAST = 0.12  # ink is at least this much darker than the paper around it (a fraction of the paper's brightness) ...
 NOISE_SIGMAS = 6.0  # ... and stands this many standard deviations of the paper's own texture and noise above it
+INK_LIKE_SPREAD = 0.5  # six "noise" sigmas past half the ink range: that spread is ink's, not the paper's grain
 MIN_PEAK = 0.3  # the digit's strongest stroke has at least this contrast: fainter marks are paper texture, not a digit
 GROUP_MARGIN = 0.4  # other components within this fraction of the main one's size belong to the same digit (a 5's flag)
 GROUP_MIN_MASS = 0.05  # ... when they carry at least this share of its ink (smaller ones are specks)
@@ -72,17 +74,20 @@ def flat_level(grey: np.ndarray) -> np.ndarray:
 
 
 def uniform_paper(grey: np.ndarray) -> bool:
-    """The paper is one exact level (a page canvas export, a clean scan): the whole border and most of the image within
-    two 8-bit steps of the border's median. There the estimates of uneven light (wide_level, stroke_level) have nothing
-    to find: they cost a canvas most of its preprocessing time (BENCHMARKS.md, Real input) and took a stroke drawn as a
-    filled blob for a shadow, hollowing it to a ring. A photo's grain and noise never pass this."""
+    """The paper is one exact level (a page canvas export, a clean scan): half the border and a fifth of the image
+    within two 8-bit steps of the border's median. There the estimates of uneven light (wide_level, stroke_level) have
+    nothing to find: they cost a canvas most of its preprocessing time (BENCHMARKS.md, Real input) and took a stroke
+    drawn as a filled blob for a shadow, hollowing it to a ring. Not all of the border, nor most of the image: a tight
+    crop's strokes reach the border (an MNIST digit cropped to its ink keeps paper on 86% of its border, on less than
+    half in 0.16% of them), and its ink and smoothed edges can cover most of the image. A photo's grain and uneven
+    light never pass this."""
     h, w = grey.shape
     border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
     level = _median(border)
-    if float(np.abs(border - level).max()) > UNIFORM_TOLERANCE:
+    if float(np.count_nonzero(np.abs(border - level) <= UNIFORM_TOLERANCE)) < UNIFORM_SHARE * border.size:
         return False
     sample = grey[:: max(1, h // 64), :: max(1, w // 64)]
-    return float(np.count_nonzero(np.abs(sample - level) <= UNIFORM_TOLERANCE)) >= UNIFORM_SHARE * sample.size
+    return float(np.count_nonzero(np.abs(sample - level) <= UNIFORM_TOLERANCE)) >= UNIFORM_IMAGE_SHARE * sample.size
 
 
 def wide_level(grey: np.ndarray, dark_ink: bool) -> np.ndarray:
@@ -158,14 +163,33 @@ def _quantile(values: np.ndarray, q: float) -> float:
     return float(v[min(int(q * v.size), v.size - 1)])
 
 
+def paper_and_noise(smooth: np.ndarray) -> tuple[float, float]:
+    """The paper's level and noise in a contrast image, where paper is near 0 and ink lies above it.
+
+    The median of every pixel and its spread, as long as they look like paper. In a tight crop the ink can be half the
+    image or more (a 1 cropped to its own stroke), and then the median is ink, or its spread is the ink's rather than the
+    paper's grain: then the paper is measured on what cannot be ink (below MIN_CONTRAST), and its noise on the paper's
+    own lower side, which ink never reaches."""
+    paper = _quantile(smooth, 0.5)
+    sigma = _robust_sigma(smooth - paper)
+    if paper < MIN_CONTRAST / 2 and NOISE_SIGMAS * sigma < INK_LIKE_SPREAD:
+        return paper, sigma
+    below = smooth[smooth < MIN_CONTRAST]
+    if below.size < 0.2 * smooth.size:  # the level estimate left the paper itself above the bar: keep the plain figures
+        return paper, sigma
+    paper = _quantile(below, 0.5)
+    lower = below[below <= paper] - paper
+    return paper, 1.4826 * _quantile(np.abs(lower), 0.5) if lower.size else 0.0
+
+
 def ink_mask(signed: np.ndarray) -> np.ndarray:
     """Pixels that are ink: above MIN_CONTRAST and NOISE_SIGMAS of the paper's own texture and noise, measured after a
     slight blur that averages sensor noise away but not strokes; without ruled lines (horizontal runs a third of the
     frame wide)."""
     h, w = signed.shape
     smooth = cv2.GaussianBlur(signed, (0, 0), max(h, w) / 400.0) if max(h, w) >= 200 else signed
-    paper = _quantile(smooth, 0.5)
-    mask = (smooth > paper + max(MIN_CONTRAST, NOISE_SIGMAS * _robust_sigma(smooth - paper))).astype(np.uint8)
+    paper, sigma = paper_and_noise(smooth)
+    mask = (smooth > paper + max(MIN_CONTRAST, NOISE_SIGMAS * sigma)).astype(np.uint8)
     if w >= 90:  # ruled lines: long horizontal runs that are thin (a big digit's thick stroke can be as long)
         lines = cv2.morphologyEx(mask, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_RECT, (w // 3, 1)))
         thick = cv2.morphologyEx(mask, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_RECT, (1, max(4, h // 80))))
@@ -230,6 +254,16 @@ def find_digit(grey: np.ndarray) -> np.ndarray:
         level = wide_level(grey, dark)
     signed = contrast(grey, level, dark)
     found = strongest_group(signed)
+    if found is None and flat:
+        # The border's median was ink: a crop as tight as a 1 drawn as a bar is mostly ink, border too. Then the paper is
+        # at one of the border's extremes (on a border of one level, a blank, both are the median again: still nothing).
+        border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
+        for extreme in (_quantile(border, 0.9), _quantile(border, 0.1)):
+            level = np.full_like(grey, extreme)
+            dark = dark_ink(grey, level)
+            signed = contrast(grey, level, dark)
+            if (found := strongest_group(signed)) is not None:
+                break
     if found is not None and not flat:
         signed = contrast(grey, stroke_level(grey, stroke_width(found[0]), dark), dark)
         found = strongest_group(signed)

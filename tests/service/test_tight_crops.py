@@ -1,0 +1,75 @@
+"""Digits that touch the image's edge: tightly cropped scans and photos (issue 29). Before, the ink at the border was
+taken for the paper or for a frame edge, and a third of such digits came back blank.
+
+MNIST test digits cropped to their own ink with a margin of 0 to 2 px, scaled x1 to x12 with nearest, bilinear or
+bicubic smoothing, in either polarity, some with a stroke cut off at the edge (tests/service/realworld.tight_crop),
+through the real app. Fixed seeds: each figure is the same on every run, and printed (pytest -rP)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.service import realworld
+from tests.service.helpers import encode
+from tests.service.test_real_input import mnist_test
+
+
+def read_all(client, uploads: list[bytes]) -> list[dict]:
+    results = []
+    for start in range(0, len(uploads), 64):
+        files = [("file", (f"{i}", data, "application/octet-stream")) for i, data in enumerate(uploads[start : start + 64])]
+        r = client.post("/predict/batch", files=files)
+        assert r.status_code == 200, r.text[:300]
+        results += r.json()["results"]
+    return results
+
+
+def crops(n: int, seed: int, cut: bool, photo: bool) -> tuple[list[bytes], np.ndarray]:
+    x, y = mnist_test()
+    rng = np.random.default_rng(seed)
+    idx = rng.permutation(len(x))[:n]
+    return [realworld.tight_crop(x[i], rng, cut=cut, photo=photo)[1] for i in idx], y[idx]
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["tight", "stroke-cut-at-the-edge"])
+def test_tightly_cropped_scans_are_read_and_never_blank(client, cut):
+    """Clean scans and exports: >= 98% read right (before: 84% tight, 86% with a stroke cut), none answered blank."""
+    uploads, labels = crops(200, 29 + cut, cut, photo=False)
+    results = read_all(client, uploads)
+    right = sum(r["prediction"] == label for r, label in zip(results, labels))
+    blank = sum(r["blank"] for r in results)
+    print(f"tight crops, clean{', a stroke cut' if cut else ''}: {right} of {len(labels)} read right, {blank} blank")
+    assert right / len(labels) >= 0.98 and blank == 0, f"{right} of {len(labels)} read right, {blank} blank"
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["tight", "stroke-cut-at-the-edge"])
+def test_tightly_cropped_photos_are_read_and_hardly_ever_blank(client, cut):
+    """Uneven light, grain and JPEG: at most 1 in 200 answered blank (before: 18% and 25%), >= 90% read right (before:
+    74% and 65%). Not yet the issue's 98% and none: near the edge the photo path's paper estimate still sees the ink."""
+    uploads, labels = crops(200, 129 + cut, cut, photo=True)
+    results = read_all(client, uploads)
+    right = sum(r["prediction"] == label for r, label in zip(results, labels))
+    blank = sum(r["blank"] for r in results)
+    print(f"tight crops, photographed{', a stroke cut' if cut else ''}: {right} of {len(labels)} read right, {blank} blank")
+    assert right / len(labels) >= 0.90 and blank <= 1, f"{right} of {len(labels)} read right, {blank} blank"
+
+
+def test_the_network_sees_the_whole_digit_when_its_ink_touches_every_edge(client):
+    """What reaches the network, not only the label: the 28x28 input of a digit cropped to its ink (x6, bicubic) holds
+    the ink of the same digit with a 2 px margin, digit by digit (before: a 0 came out empty, a 9 without its loop)."""
+    x, _ = mnist_test()
+    idx = np.random.default_rng(7).permutation(len(x))[:100]
+
+    def upload(i: int, margin: int) -> bytes:
+        ys, xs = np.nonzero(x[i])
+        crop = np.pad(x[i], margin)[ys.min() : ys.max() + 1 + 2 * margin, xs.min() : xs.max() + 1 + 2 * margin]
+        big = Image.fromarray(255 - crop).resize((crop.shape[1] * 6, crop.shape[0] * 6), Image.Resampling.BICUBIC)
+        return encode(big)
+
+    tight = read_all(client, [upload(i, 0) for i in idx])
+    framed = read_all(client, [upload(i, 2) for i in idx])
+    ratios = np.array([np.sum(t["input"]["pixels"]) / np.sum(f["input"]["pixels"]) for t, f in zip(tight, framed)])
+    print(f"ink kept, tight over framed: median {np.median(ratios):.2f}, lowest {ratios.min():.2f}")
+    assert np.median(ratios) >= 0.9 and np.mean(ratios >= 0.7) >= 0.98, f"median {np.median(ratios):.2f}, lowest {np.sort(ratios)[:5]}"
