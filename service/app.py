@@ -16,11 +16,12 @@ from fastapi.templating import Jinja2Templates
 from service import cores
 from service.batcher import Batcher, EngineUnavailable
 from service.card import WeightsError, load_card, verify_files
-from service.engine import Engine, load_engine
+from service.engine import load_engine
 from service.errors import install_handlers
+from service.inference import InferenceEngine
 from service.metrics import Metrics
 from service.middleware import EdgeMiddleware
-from service.remote import RemoteEngine, connect_engine
+from service.remote import connect_engine
 from service.routers import decode, dimensions, oip, ops, page, predict
 from service.routers.dimensions import load_atlas
 from service.routing import load_tracer
@@ -51,7 +52,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if s.engine_url:
             # the models run elsewhere: only the card (sizes, is_digit rule, version) is read here, and checked against
             # the engine's metadata; the ONNX files need not be on this machine
-            engine: Engine | RemoteEngine = await to_thread.run_sync(
+            engine: InferenceEngine = await to_thread.run_sync(
                 connect_engine, s.engine_url, card, s.engine_timeout_s, s.engine_start_timeout_s
             )
         else:

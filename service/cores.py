@@ -12,10 +12,10 @@ The batcher decides per batch whether the service is busy (service/batcher.py); 
 
 from __future__ import annotations
 
-import os
+from typing import TYPE_CHECKING
 
-from service.engine import Engine
-from service.remote import RemoteEngine
+if TYPE_CHECKING:  # the engines import this module for its figures
+    from service.inference import InferenceEngine
 
 # CPU that one /predict costs the event loop under load (HTTP, multipart, decoding, preprocessing, JSON): 0.6-1.3 ms
 # measured on the benchmark machines
@@ -30,12 +30,6 @@ def batches_in_flight(ms_per_image: float | None, cores: int) -> int:
     return max(1, min(cores, round(ms_per_image / EVENT_LOOP_MS_PER_REQUEST)))
 
 
-def workers(setting: int, engine: Engine | RemoteEngine, ms_per_image: float | None) -> int:
-    """Batcher threads: CAPSNET_WORKERS when set, else as the module docstring says."""
-    if setting:
-        return setting
-    if isinstance(engine, RemoteEngine):
-        return REMOTE_WORKERS
-    if engine.capsnet_busy is None:  # one session (a GPU, or threads alone == threads busy): one batch at a time
-        return 1
-    return batches_in_flight(ms_per_image, len(os.sched_getaffinity(0)))
+def workers(setting: int, engine: InferenceEngine, ms_per_image: float | None) -> int:
+    """Batcher threads: CAPSNET_WORKERS when set, else what the engine says (from batches_in_flight, or REMOTE_WORKERS)."""
+    return setting or engine.batch_workers(ms_per_image)

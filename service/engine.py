@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,10 @@ import numpy as np
 import onnxruntime as ort
 
 from model import DECODER_FILE, FP32_FILE
+from service import cores
 from service.card import ModelCard, WeightsError, choose_precision, model_file_for
+from service.inference import Signature
+from service.oip import TensorSpec
 
 log = logging.getLogger("capsnet.engine")
 
@@ -106,6 +110,7 @@ class Engine:
     model_file: str = FP32_FILE
     precision: str = "fp32"  # of the convolutions in model_file, as chosen (card.choose_precision), not read off the file name
     capsnet_busy: ort.InferenceSession | None = None  # fewer threads, for batches run while other requests are in flight
+    _signatures: dict[str, Signature] | None = field(default=None, repr=False)
 
     @property
     def provider(self) -> str:
@@ -115,6 +120,34 @@ class Engine:
     @property
     def device(self) -> str:
         return device_of(self.provider)
+
+    @property
+    def session_providers(self) -> list[str]:
+        return self.capsnet.get_providers()
+
+    @property
+    def busy_session(self) -> bool:
+        return self.capsnet_busy is not None
+
+    def signatures(self) -> dict[str, Signature]:
+        """Read off the sessions once (16 us each, and /v2 asks on every request)."""
+        if self._signatures is None:
+            self._signatures = {
+                name: (tuple(map(TensorSpec.of, s.get_inputs())), tuple(map(TensorSpec.of, s.get_outputs())))
+                for name, s in (("capsnet", self.capsnet), ("decoder", self.decoder))
+            }
+        return self._signatures
+
+    async def check_ready(self) -> bool:
+        return True  # the sessions are in this process: loaded and warm before the app says ready
+
+    def batch_workers(self, ms_per_image: float | None) -> int:
+        if self.capsnet_busy is None:  # one session (a GPU, or threads alone == threads busy): one batch at a time
+            return 1
+        return cores.batches_in_flight(ms_per_image, len(os.sched_getaffinity(0)))
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "local"}
 
     def predict(self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """images float32 [N,1,S,S] -> the graph's OUTPUTS, and the counterfactuals of the rows `explain` marks (None: all).

@@ -7,9 +7,9 @@ response is binary the same way when an output asks for it (`parameters.binary_d
 `parameters.binary_data_output` for every output it does not name).
 
 Why a module of its own, with no FastAPI in it: what a tensor may be is checked here, once, against the model's own
-signature as onnxruntime reads it (`ModelSpec.of`), so metadata, config and validation cannot disagree. Every mistake is
-an `OIPError`: the protocol's error body `{"error": message}` with the status Triton gives that kind of error (400 an
-invalid argument, 404 an unknown model, 503 unavailable).
+signature as the engine reports it (onnxruntime's session, or the remote engine's metadata), so metadata, config and
+validation cannot disagree. Every mistake is an `OIPError`: the protocol's error body `{"error": message}` with the
+status Triton gives that kind of error (400 an invalid argument, 404 an unknown model, 503 unavailable).
 """
 
 from __future__ import annotations
@@ -97,10 +97,6 @@ class ModelSpec:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     max_batch: int  # most rows of the batch axis in one request
-
-    @classmethod
-    def of(cls, name: str, session: ort.InferenceSession, max_batch: int) -> ModelSpec:
-        return cls(name, tuple(map(TensorSpec.of, session.get_inputs())), tuple(map(TensorSpec.of, session.get_outputs())), max_batch)
 
     def metadata(self, version: str) -> dict[str, Any]:
         return {

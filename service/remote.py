@@ -1,9 +1,8 @@
 """The models run on another Open Inference Protocol (v2) server: Triton, KServe, or a second instance of this service.
 
 Why: the front (page, uploads, preprocessing, is_digit, the REST API) scales on CPU while the graphs run where the
-GPU is. `RemoteEngine` offers what the routes and the batcher use of `service.engine.Engine` (predict,
-reconstruct, warm_up, card, provider, device, precision, model_file, and `capsnet` / `decoder` objects answering the
-onnxruntime session calls the routes make: get_inputs, get_outputs, get_providers), so nothing above it changes.
+GPU is. `RemoteEngine` is an `InferenceEngine` (service/inference.py) as the local `engine.Engine` is, so nothing
+above it asks which one it has; its graphs' signatures are the engine's own metadata, checked against the card.
 
 The stock `tritonclient.http` speaks the protocol with binary tensors. Its client is not thread safe (geventhttpclient
 underneath), so each thread that calls the engine (the batcher's, anyio's for the decoder) holds its own client with
@@ -25,53 +24,23 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
+from anyio import to_thread
 
 from model import FP32_FILE
 from service.batcher import EngineUnavailable
 from service.card import ModelCard
+from service.cores import REMOTE_WORKERS
 from service.engine import OUTPUTS, explained
+from service.inference import Signature
+from service.oip import TensorSpec
 
 log = logging.getLogger("capsnet.remote")
 
-ORT_TYPE = {"FP32": "tensor(float)", "INT64": "tensor(int64)"}  # as onnxruntime names them, for /model's input_spec
 READY_CACHE_S = 1.0  # how long a health check of the engine stands: /readyz is polled, and must stay cheap
 
 
 class EngineMismatch(ValueError):
     """The remote models are not the ones the local model card describes: start-up stops."""
-
-
-@dataclass(frozen=True)
-class RemoteArg:
-    """One input or output as onnxruntime's NodeArg shows it (name, type, shape with the batch axis named), so
-    service.oip.TensorSpec.of and /model read a remote graph as they read a session."""
-
-    name: str
-    type: str
-    shape: list[int | str]
-
-
-@dataclass(eq=False)
-class RemoteGraph:
-    """A remote model's signature, from its metadata, answering the session calls the routes make."""
-
-    name: str
-    inputs: list[RemoteArg]
-    outputs: list[RemoteArg]
-
-    def get_inputs(self) -> list[RemoteArg]:
-        return self.inputs
-
-    def get_outputs(self) -> list[RemoteArg]:
-        return self.outputs
-
-    def get_providers(self) -> list[str]:
-        return ["remote"]
-
-
-def _arg(tensor: dict[str, Any]) -> RemoteArg:
-    shape: list[int | str] = ["batch" if d == -1 else int(d) for d in tensor["shape"]]
-    return RemoteArg(tensor["name"], ORT_TYPE.get(tensor["datatype"], tensor["datatype"]), shape)
 
 
 def expected_signatures(card: ModelCard) -> dict[str, dict[str, dict[str, tuple[str, tuple[int, ...]]]]]:
@@ -93,11 +62,11 @@ def expected_signatures(card: ModelCard) -> dict[str, dict[str, dict[str, tuple[
     }
 
 
-def check_metadata(name: str, metadata: dict[str, Any], card: ModelCard) -> RemoteGraph:
+def check_metadata(name: str, metadata: dict[str, Any], card: ModelCard) -> Signature:
     """The remote model's inputs and outputs against the card's sizes; a difference is an EngineMismatch naming it.
     The decoder's `digit` may be [-1, 1]: Triton serves the 1-D input as dims [1] with a reshape (deploy/triton)."""
     want = expected_signatures(card)[name]
-    graph = RemoteGraph(name, [], [])
+    graph: dict[str, list[TensorSpec]] = {"inputs": [], "outputs": []}
     for side in ("inputs", "outputs"):
         got = {t["name"]: (t["datatype"], tuple(int(x) for x in t["shape"])) for t in metadata.get(side, [])}
         if set(got) != set(want[side]):
@@ -111,8 +80,8 @@ def check_metadata(name: str, metadata: dict[str, Any], card: ModelCard) -> Remo
                     f"remote model '{name}' {side[:-1]} '{tensor}' is {have[0]} {list(have[1])}, "
                     f"the model card says {datatype} {list(shape)} (another model, or another export?)"
                 )
-            getattr(graph, side).append(_arg({"name": tensor, "datatype": datatype, "shape": list(shape)}))
-    return graph
+            graph[side].append(TensorSpec(tensor, datatype, shape))
+    return tuple(graph["inputs"]), tuple(graph["outputs"])
 
 
 @dataclass(eq=False)
@@ -120,14 +89,11 @@ class RemoteEngine:
     url: str  # as configured, e.g. http://triton:8000
     card: ModelCard
     timeout_s: float
-    capsnet: RemoteGraph | None = None
-    decoder: RemoteGraph | None = None
+    graphs: dict[str, Signature] = field(default_factory=dict)  # capsnet and decoder, from the engine's metadata
     server: dict[str, Any] = field(default_factory=dict)  # GET /v2 of the engine: name, version, extensions
     device: str = "remote"  # GPU or CPU when the engine's capsnet config says (instance_group kind)
     model_file: str = "remote"
     precision: str = "unknown"
-    capsnet_busy: None = None  # no second session: the engine does its own scheduling
-    kind: str = "remote"
     _local: threading.local = field(default_factory=threading.local)
     _ready_at: float = -1e9
     _ready: bool = False
@@ -136,6 +102,23 @@ class RemoteEngine:
     @property
     def provider(self) -> str:
         return "remote"
+
+    @property
+    def session_providers(self) -> list[str]:
+        return ["remote"]
+
+    @property
+    def busy_session(self) -> bool:
+        return False  # the engine does its own scheduling
+
+    def signatures(self) -> dict[str, Signature]:
+        return self.graphs
+
+    async def check_ready(self) -> bool:
+        return await to_thread.run_sync(self.ready)  # the check blocks on the network
+
+    def batch_workers(self, ms_per_image: float | None) -> int:
+        return REMOTE_WORKERS
 
     @property
     def host(self) -> str:
@@ -193,8 +176,10 @@ class RemoteEngine:
             log.warning("waiting for the engine at %s to be ready", self.url)
             time.sleep(1.0)
         self.server = self._call("server metadata", lambda c: c.get_server_metadata())
-        self.capsnet = check_metadata("capsnet", self._call("capsnet metadata", lambda c: c.get_model_metadata("capsnet")), self.card)
-        self.decoder = check_metadata("decoder", self._call("decoder metadata", lambda c: c.get_model_metadata("decoder")), self.card)
+        self.graphs = {
+            name: check_metadata(name, self._call(f"{name} metadata", lambda c, name=name: c.get_model_metadata(name)), self.card)
+            for name in ("capsnet", "decoder")
+        }
         try:  # the configuration extension (Triton, this service; not every KServe runtime): where and what it runs
             config = self._call("capsnet config", lambda c: c.get_model_config("capsnet"))
         except (EngineUnavailable, RuntimeError) as e:
@@ -227,7 +212,7 @@ class RemoteEngine:
             return self._ready
 
     def describe(self) -> dict[str, Any]:
-        """What /model says of the engine."""
+        """What /model says of the engine; /readyz names its url."""
         return {"kind": "remote", "url": self.url, "server": self.server}
 
     # ---- inference: called from the batcher's threads and anyio's, so blocking here is fine ----

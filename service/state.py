@@ -9,10 +9,9 @@ from fastapi import Depends, Request
 
 from service.batcher import Batcher
 from service.card import ModelCard
-from service.engine import Engine
 from service.errors import ClientError
+from service.inference import InferenceEngine
 from service.metrics import Metrics
-from service.remote import RemoteEngine
 from service.routing import Tracer
 from service.settings import Settings
 from service.uploads import DecodePool
@@ -26,7 +25,7 @@ class NotReady(ClientError):
 class AppState:
     settings: Settings
     metrics: Metrics
-    engine: Engine | RemoteEngine | None = None  # RemoteEngine with CAPSNET_ENGINE_URL (service/remote.py)
+    engine: InferenceEngine | None = None  # engine.Engine, or remote.RemoteEngine with CAPSNET_ENGINE_URL
     batcher: Batcher | None = None
     decode_pool: DecodePool | None = None
     routing: Tracer | None = None  # weights/routing.onnx, for ?include=routing (service/routing.py)

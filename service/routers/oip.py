@@ -20,9 +20,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any
-from weakref import WeakKeyDictionary
 
-import onnxruntime as ort
 from anyio import to_thread
 from fastapi import APIRouter, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -37,7 +35,6 @@ from service.errors import ClientError
 from service.metrics import PhaseTimer
 from service.oip import HEADER_LENGTH, InferRequest, ModelSpec, OIPError, bad, decompress, encode_response, parse_request, triton_config
 from service.oip_stats import ModelStats, Phases
-from service.remote import RemoteEngine
 from service.schemas import (
     InferenceRequest,
     InferenceResponse,
@@ -132,20 +129,8 @@ def _model(state: AppState, name: str, version: str) -> ModelSpec:
     engine = state.engine
     if not state.ready or engine is None:
         raise OIPError(503, f"model '{name}' is loading; retry shortly", {"Retry-After": "1"})
-    if name == "capsnet":
-        return _signature(name, engine.capsnet, state.settings.max_batch)
-    return _signature(name, engine.decoder, decoder_max_batch(state))
-
-
-_SIGNATURES: WeakKeyDictionary[ort.InferenceSession, ModelSpec] = WeakKeyDictionary()
-
-
-def _signature(name: str, session: ort.InferenceSession, max_batch: int) -> ModelSpec:
-    """Read once per session (16 us a time, on the event loop of every request), forgotten with the session."""
-    spec = _SIGNATURES.get(session)
-    if spec is None or (spec.name, spec.max_batch) != (name, max_batch):
-        spec = _SIGNATURES[session] = ModelSpec.of(name, session, max_batch)
-    return spec
+    inputs, outputs = engine.signatures()[name]
+    return ModelSpec(name, inputs, outputs, state.settings.max_batch if name == "capsnet" else decoder_max_batch(state))
 
 
 def _stats(request: Request) -> dict[str, ModelStats]:
@@ -197,8 +182,8 @@ async def server_live() -> Response:
 async def server_ready(state: StateDep) -> Response:
     if not state.ready:
         raise OIPError(503, "the models are loading; retry shortly", {"Retry-After": "1"})
-    if isinstance(state.engine, RemoteEngine) and not await to_thread.run_sync(state.engine.ready):
-        raise OIPError(503, f"the engine at {state.engine.url} is not ready", {"Retry-After": "1"})  # as /readyz: the models are there
+    if state.engine is not None and not await state.engine.check_ready():
+        raise OIPError(503, f"the engine at {state.engine.describe().get('url')} is not ready", {"Retry-After": "1"})
     return Response()
 
 

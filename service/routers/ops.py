@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import onnxruntime as ort
-from anyio import to_thread
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.body import MAX_JSON_DEPTH
-from service.remote import RemoteEngine
+from service.oip import ORT_TYPES
 from service.schemas import ErrorBody, Health, Ready, ServedModel
 from service.state import ReadyDep, StateDep
 
+ONNX_TYPES = {datatype: onnx for onnx, datatype in ORT_TYPES.items()}  # FP32 -> tensor(float), as /model has always named it
 router = APIRouter(tags=["operations"])
 
 
@@ -31,13 +31,13 @@ async def readyz(state: StateDep) -> JSONResponse:
     engine = state.engine
     if not state.ready or engine is None:
         return JSONResponse({"status": "loading", "provider": None, "device": None}, status_code=503, headers={"Retry-After": "1"})
-    if isinstance(engine, RemoteEngine):
-        # ready only while the engine is: its health is checked at most once a second (the check blocks, hence the thread)
-        body = {"provider": engine.provider, "device": engine.device, "engine": engine.url}
-        if not await to_thread.run_sync(engine.ready):
-            return JSONResponse({"status": "engine_unavailable", **body}, status_code=503, headers={"Retry-After": "1"})
-        return JSONResponse({"status": "ready", **body})
-    return JSONResponse({"status": "ready", "provider": engine.provider, "device": engine.device})
+    # ready only while the engine is: a remote one's health is checked at most once a second
+    body = {"provider": engine.provider, "device": engine.device}
+    if (url := engine.describe().get("url")) is not None:
+        body["engine"] = url
+    if not await engine.check_ready():
+        return JSONResponse({"status": "engine_unavailable", **body}, status_code=503, headers={"Retry-After": "1"})
+    return JSONResponse({"status": "ready", **body})
 
 
 @router.get(
@@ -48,7 +48,7 @@ async def readyz(state: StateDep) -> JSONResponse:
 )
 async def model(state: ReadyDep) -> JSONResponse:
     engine, s = state.engine, state.settings
-    inp = engine.capsnet.get_inputs()[0]
+    inp = engine.signatures()["capsnet"][0][0]
     return JSONResponse(
         {
             **state.card.model_dump(mode="json"),
@@ -56,10 +56,10 @@ async def model(state: ReadyDep) -> JSONResponse:
             "device": engine.device,
             "precision": engine.precision,
             "model_file": engine.model_file,
-            "session_providers": engine.capsnet.get_providers(),
+            "session_providers": engine.session_providers,
             "available_providers": ort.get_available_providers(),
-            "engine": engine.describe() if isinstance(engine, RemoteEngine) else {"kind": "local"},
-            "input_spec": {"name": inp.name, "type": inp.type, "shape": [d if isinstance(d, int) else None for d in inp.shape]},
+            "engine": engine.describe(),
+            "input_spec": {"name": inp.name, "type": ONNX_TYPES[inp.datatype], "shape": [None if d == -1 else d for d in inp.shape]},
             "limits": {
                 "max_body_bytes": s.max_body_bytes,
                 "max_image_pixels": s.max_image_pixels,
@@ -78,7 +78,7 @@ async def model(state: ReadyDep) -> JSONResponse:
                 "max_queue": s.max_queue,
                 "batches_in_flight": state.batcher.workers if state.batcher else None,
                 "intra_op_threads": s.intra_op_threads or "one per core",
-                "intra_op_threads_under_load": s.intra_op_threads_busy if engine.capsnet_busy is not None else "as intra_op_threads",
+                "intra_op_threads_under_load": s.intra_op_threads_busy if engine.busy_session else "as intra_op_threads",
             },
         }
     )
