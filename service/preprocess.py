@@ -245,16 +245,16 @@ def find_digit(grey: np.ndarray) -> np.ndarray:
     that scale (stroke_level), which follows shadows the first blurs."""
     h, w = grey.shape
     grey = grey.astype(np.float32, copy=False)
-    flat = min(h, w) < FLAT_BELOW or uniform_paper(grey)
-    if flat:
-        level = flat_level(grey)
-        dark = dark_ink(grey, level)
-    else:
-        dark = dark_ink(grey, median_level(grey))
-        level = wide_level(grey, dark)
+    if not (min(h, w) < FLAT_BELOW or uniform_paper(grey)):
+        signed, found = _photo_passes(grey, dark_ink(grey, median_level(grey)))
+        if found is not None and _touches_edge(found[0]):
+            signed, found = _tight_photo(grey, signed, found)
+        return _strokes(signed, found)
+    level = flat_level(grey)
+    dark = dark_ink(grey, level)
     signed = contrast(grey, level, dark)
     found = strongest_group(signed)
-    if found is None and flat:
+    if found is None:
         # The border's median was ink: a crop as tight as a 1 drawn as a bar is mostly ink, border too. Then the paper is
         # at one of the border's extremes (on a border of one level, a blank, both are the median again: still nothing).
         border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
@@ -264,11 +264,49 @@ def find_digit(grey: np.ndarray) -> np.ndarray:
             signed = contrast(grey, level, dark)
             if (found := strongest_group(signed)) is not None:
                 break
-    if found is not None and not flat:
+    return _strokes(signed, found)
+
+
+Found = tuple[np.ndarray, np.ndarray] | None  # strongest_group's: the digit's components and the ink mask
+
+
+def _photo_passes(grey: np.ndarray, dark: bool) -> tuple[np.ndarray, Found]:
+    """The digit against a wide estimate of the paper, then against one three strokes wide (find_digit says why)."""
+    signed = contrast(grey, wide_level(grey, dark), dark)
+    found = strongest_group(signed)
+    if found is not None:
         signed = contrast(grey, stroke_level(grey, stroke_width(found[0]), dark), dark)
         found = strongest_group(signed)
+    return signed, found
+
+
+def _touches_edge(keep: np.ndarray) -> bool:
+    return bool(keep[0].any() or keep[-1].any() or keep[:, 0].any() or keep[:, -1].any())
+
+
+def _tight_photo(grey: np.ndarray, signed: np.ndarray, found: Found) -> tuple[np.ndarray, Found]:
+    """A photographed digit that reaches the frame's edge, measured again with paper around it.
+
+    Near the edge the paper estimates (closings) can only see the stroke itself, and take it for paper. So the photo is
+    padded with the paper's level, taken from the part of the border the ink leaves free (most of it, even in a tight
+    crop), and the ink's colour is judged against that border too; the first answer stands if this finds nothing."""
+    h, w = grey.shape
+    dark = dark_ink(grey, flat_level(grey))
+    border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
+    m = max(h, w) // 4
+    padded = cv2.copyMakeBorder(grey, m, m, m, m, cv2.BORDER_CONSTANT, value=_quantile(border, 0.75 if dark else 0.25))
+    padded_signed, padded_found = _photo_passes(padded, dark)
+    if padded_found is None:
+        return signed, found
+    inner = (slice(m, m + h), slice(m, m + w))
+    return padded_signed[inner], (padded_found[0][inner], padded_found[1][inner])
+
+
+def _strokes(signed: np.ndarray, found: Found) -> np.ndarray:
+    """The found digit's ink from the contrast image, strokes scaled to full strength."""
     if found is None:
-        return np.zeros_like(grey)
+        return np.zeros_like(signed)
+    h, w = signed.shape
     keep, mask = found
     r = max(1, round(max(h, w) / 300))  # the strokes' soft edges lie just outside the mask
     keep = cv2.dilate(keep, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))

@@ -29,3 +29,15 @@ def stroke_digit_one(size: int = 120, dark_on_light: bool = True) -> bytes:
 
 def png_pixels(b64png: str) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(base64.b64decode(b64png))))
+
+
+def capsnet_spec(max_batch: int = 32):
+    """The capsnet graph's signature as the service reads it, from the committed weights (for the parser tests)."""
+    import onnxruntime as ort
+
+    from service.oip import ModelSpec, TensorSpec
+    from tests.conftest import WEIGHTS
+
+    session = ort.InferenceSession(str(WEIGHTS / "capsnet.onnx"), providers=["CPUExecutionProvider"])
+    inputs, outputs = tuple(map(TensorSpec.of, session.get_inputs())), tuple(map(TensorSpec.of, session.get_outputs()))
+    return ModelSpec("capsnet", inputs, outputs, max_batch)

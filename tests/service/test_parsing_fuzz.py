@@ -4,7 +4,6 @@ search reaches past the first byte a parser checks."""
 
 from __future__ import annotations
 
-import onnxruntime as ort
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,7 +13,7 @@ from service.errors import ClientError
 from service.imaging import decode_base64, open_image
 from service.multipart import boundary_of, file_parts
 from service.oip import ModelSpec, OIPError, parse_request
-from tests.conftest import WEIGHTS
+from tests.service import helpers
 from tests.service.helpers import stroke_digit_one
 
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -92,7 +91,7 @@ def test_image_header_reading_answers_an_image_or_a_4xx(data):
 
 @pytest.fixture(scope="module")
 def capsnet_spec() -> ModelSpec:
-    return ModelSpec.of("capsnet", ort.InferenceSession(str(WEIGHTS / "capsnet.onnx"), providers=["CPUExecutionProvider"]), 32)
+    return helpers.capsnet_spec()
 
 
 OIP_FRAGMENTS = spliced(

@@ -16,7 +16,6 @@ import zlib
 from collections.abc import Callable
 
 import numpy as np
-import onnxruntime as ort
 import orjson
 import pytest
 from PIL import Image
@@ -27,7 +26,7 @@ from service.imaging import decode_base64, open_image
 from service.multipart import boundary_of, file_parts
 from service.oip import ModelSpec, OIPError, parse_request
 from service.settings import Settings
-from tests.conftest import WEIGHTS
+from tests.service import helpers
 
 SLACK = 2.5
 LIMITS = Settings.model_fields
@@ -112,7 +111,7 @@ def test_base64_decoding_is_linear():
 
 @pytest.fixture(scope="module")
 def capsnet_spec() -> ModelSpec:
-    return ModelSpec.of("capsnet", ort.InferenceSession(str(WEIGHTS / "capsnet.onnx"), providers=["CPUExecutionProvider"]), 32)
+    return helpers.capsnet_spec()
 
 
 OIP_BODIES: dict[str, Callable[[int], tuple[bytes, str | None]]] = {

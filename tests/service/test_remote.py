@@ -128,7 +128,8 @@ def test_metadata_of_another_model_is_refused() -> None:
         "outputs": [{"name": "reconstruction", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
     }
     inputs, _ = check_metadata("decoder", good, card)
-    assert [(t.name, t.datatype, t.shape) for t in inputs] == [("digit", "INT64", (-1,)), ("pose", "FP32", (-1, 16))]  # Triton's [N,1] digit
+    # Triton's [N,1] digit is read as the graph's [N]
+    assert [(t.name, t.datatype, t.shape) for t in inputs] == [("digit", "INT64", (-1,)), ("pose", "FP32", (-1, 16))]
     wrong = {**good, "inputs": [good["inputs"][0], {"name": "pose", "datatype": "FP32", "shape": [-1, 8]}]}
     with pytest.raises(EngineMismatch, match="'pose' is FP32 \\[-1, 8\\]"):
         check_metadata("decoder", wrong, card)
