@@ -1,4 +1,4 @@
-"""`python -m bench [--only roofline model profile service edge soak realinput insight]`: run, write JSON, render BENCHMARKS.md."""
+"""`python -m bench [--only roofline model profile service edge triton soak realinput insight]`: run, write JSON, render BENCHMARKS.md."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import logging
 import time
 from pathlib import Path
 
-from bench import edge, insight, model, profile, realinput, report, roofline, service, soak, system
+from bench import edge, insight, model, profile, realinput, report, roofline, service, soak, system, triton
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = ("roofline", "model", "profile", "service", "edge", "soak", "realinput", "insight")
+PARTS = ("roofline", "model", "profile", "service", "edge", "triton", "soak", "realinput", "insight")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     if "edge" in args.only:
         write("edge", edge.measure(args.load_seconds))
+    if "triton" in args.only:
+        write("triton", triton.measure(args.load_seconds))
     if "soak" in args.only:
         write("soak", soak.measure(args.soak_seconds))
     if "realinput" in args.only:

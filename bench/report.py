@@ -298,6 +298,36 @@ def render(results_dir: Path) -> str:
                 ],
             ),
         ]
+    oip = load("triton")
+    if oip and "rows" in oip:
+        by = {(r["server"], r["concurrency"]): r for r in oip["rows"]}
+        parts += [
+            "",
+            "## The Open Inference Protocol: ours against Triton's front",
+            "",
+            f"`capsnet`, {oip['model_file']}, one 28x28 image a request as JSON, lengths and poses back as JSON; Triton is "
+            f"nvidia-pytriton's tritonserver, its Python backend running the same file in onnxruntime (bench/tritonserver.py); "
+            f"{oip['duration_s']} s a row, the two alternated:",
+            "",
+            _table(
+                ["clients", "server", "req/s", "p50 ms", "p99 ms", "errors", "server CPU ms an inference", "ours / Triton req/s"],
+                [
+                    [
+                        r["concurrency"],
+                        r["server"],
+                        r["throughput_rps"],
+                        r["p50_ms"],
+                        r["p99_ms"],
+                        r["errors"],
+                        r["server_cpu_ms_per_inference"],
+                        round(r["throughput_rps"] / by[("triton", r["concurrency"])]["throughput_rps"], 2)
+                        if r["server"] == "capsnet-serve" and by.get(("triton", r["concurrency"]), {}).get("throughput_rps")
+                        else "",
+                    ]
+                    for r in oip["rows"]
+                ],
+            ),
+        ]
     notes = results_dir / "NOTES.md"
     if notes.exists():
         parts += ["", notes.read_text().strip()]

@@ -93,3 +93,30 @@ def test_profile_tables_for_each_model_file(tmp_path):
     md = render(tmp_path)
     assert "`capsnet.onnx`: 10.0 ms a run" in md and "`capsnet-int8.onnx`: 5.0 ms a run" in md
     assert "| QLinearConv | 70.0% | 7.0 | 2 |" in md and "| Conv | 70.0% | 7.0 | 2 |" in md
+
+
+def _load_row(server: str, clients: int, rps: float) -> dict:
+    return {"server": server, "concurrency": clients, "throughput_rps": rps, "p50_ms": 3.0, "p99_ms": 5.0, "errors": 0}
+
+
+def test_the_protocol_against_triton_states_the_ratio_per_client_count(tmp_path):
+    measured = [("capsnet-serve", 4, 450.0), ("triton", 4, 300.0)]
+    rows = [{**_load_row(s, c, rps), "server_cpu_ms_per_inference": 3.5} for s, c, rps in measured]
+    (tmp_path / "triton.json").write_text(json.dumps({"duration_s": 8, "model_file": "capsnet.onnx (FP32)", "rows": rows}))
+    md = render(tmp_path)
+    assert "## The Open Inference Protocol: ours against Triton's front" in md
+    assert "| 4 | capsnet-serve | 450.0 | 3.0 | 5.0 | 0 | 3.5 | 1.5 |" in md and "| 4 | triton | 300.0 |" in md
+
+
+def test_a_part_that_could_not_run_is_left_out_not_rendered_empty(tmp_path):
+    (tmp_path / "triton.json").write_text(json.dumps({"skipped": "the Triton venv is not set up"}))
+    (tmp_path / "edge.json").write_text(json.dumps({"skipped": "haproxy is not installed"}))
+    md = render(tmp_path)
+    assert "Triton's front" not in md and "## The edge" not in md
+
+
+def test_the_edge_table_lists_each_round_and_path(tmp_path):
+    rows = [{"round": 0, **_load_row("", 16, rps), "path": p} for p, rps in [("direct", 570.0), ("edge", 555.0)]]
+    (tmp_path / "edge.json").write_text(json.dumps({"duration_s": 8, "rounds": 1, "rows": rows}))
+    md = render(tmp_path)
+    assert "| 0 | 16 | direct | 570.0 | 3.0 | 5.0 | 0 |" in md and "| 0 | 16 | edge | 555.0 | 3.0 | 5.0 | 0 |" in md

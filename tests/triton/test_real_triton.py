@@ -1,23 +1,16 @@
 """The Open Inference Protocol against a real Triton server: nvidia-pytriton's `tritonserver` binary on
 127.0.0.1, serving a copy of deploy/triton/model_repository whose models run their ONNX files in the Python backend.
 
-The wheel ships the Python backend only (no ONNX Runtime backend on PyPI), so each config's `backend: "onnxruntime"`
-becomes `backend: "python"` with tests/triton/model.py, a stand-in that runs the same model.onnx with onnxruntime;
-names, types, dims, max_batch_size, reshape and dynamic batching are the generated ones. The ONNX Runtime backend
-itself is exercised only on a real Triton image. The server runs from its own venv (tests/triton/setup.sh,
-.triton-venv); without it these tests skip, unless CAPSNET_REQUIRE_TRITON=1 (as in .ci/run), which fails them.
+How it is started (the Python backend with tests/triton/model.py in place of the ONNX Runtime backend, which is not on
+PyPI): bench/tritonserver.py, which `make bench` uses too. The ONNX Runtime backend itself is exercised only on a real
+Triton image. The server runs from its own venv (tests/triton/setup.sh, .triton-venv); without it these tests skip,
+unless CAPSNET_REQUIRE_TRITON=1 (as in .ci/run), which fails them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import signal
-import subprocess
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import numpy as np
@@ -26,10 +19,10 @@ import pytest
 import tritonclient.http as triton
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as mc
-from tritonclient.utils import InferenceServerException
 
-from bench.server import free_port
-from deploy.triton.config import parse_pbtxt, to_pbtxt
+from bench.server import Server
+from bench.tritonserver import COMMITTED, MODELS, TritonServer, TritonUnavailable
+from deploy.triton.config import parse_pbtxt
 from tests.service.routers.test_oip import (
     CAPSNET_OUTPUT_SIGNATURE,
     CAPSNET_OUTPUTS,
@@ -40,12 +33,6 @@ from tests.service.routers.test_oip import (
     _status,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-COMMITTED = REPO / "deploy" / "triton" / "model_repository"
-VENV = Path(os.environ.get("CAPSNET_TRITON_VENV", REPO / ".triton-venv"))
-MODELS = ("capsnet", "decoder")
-READY_S = 120
-
 
 def _missing(reason: str):
     if os.environ.get("CAPSNET_REQUIRE_TRITON") == "1":
@@ -53,87 +40,20 @@ def _missing(reason: str):
     pytest.skip(f"{reason}; run tests/triton/setup.sh")
 
 
-def python_backend_repository(source: Path, out: Path) -> Path:
-    """A copy of a generated repository with the ONNX Runtime backend swapped for tests/triton/model.py: CPU
-    instances, no execution accelerators, everything else (tensors, batching, reshape, warmup) as generated."""
-    for model in MODELS:
-        config = parse_pbtxt((source / model / "config.pbtxt").read_text())
-        assert config.backend == "onnxruntime" or config.platform == "onnxruntime_onnx"
-        config.ClearField("platform")
-        config.backend = "python"
-        config.ClearField("optimization")
-        for group in config.instance_group:
-            group.kind = mc.ModelInstanceGroup.KIND_CPU
-            group.ClearField("gpus")
-        version = out / model / "1"
-        version.mkdir(parents=True)
-        (out / model / "config.pbtxt").write_text(to_pbtxt(config))
-        shutil.copyfile((source / model / "1" / "model.onnx").resolve(), version / "model.onnx")
-        shutil.copyfile(Path(__file__).with_name("model.py"), version / "model.py")
-    return out
-
-
 @pytest.fixture(scope="module")
 def tritonserver(tmp_path_factory) -> Iterator[str]:
-    home = VENV / "tritonserver"
-    if not (VENV / ".triton-ready").exists() or not (home / "bin" / "tritonserver").exists():
-        _missing(f"the Triton venv {VENV} is not set up")
-    if not all((COMMITTED / m / "1" / "model.onnx").exists() for m in MODELS):
-        _missing(f"{COMMITTED} has no ONNX files")
-    tmp = tmp_path_factory.mktemp("triton")
-    repository = python_backend_repository(COMMITTED, tmp / "model_repository")
-    libs = next((VENV / "lib").glob("python3.*/site-packages/nvidia_pytriton.libs"))
-    # the stub embeds the Triton venv's Python (setup.sh copied the stub of its minor version): its libpython
-    libdir = subprocess.run(
-        [str(VENV / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.strip()
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = ":".join(filter(None, [str(libs), libdir, env.get("LD_LIBRARY_PATH")]))
-    env["PATH"] = f"{VENV / 'bin'}:{env['PATH']}"  # the stub's interpreter: the Triton venv's numpy<2 and onnxruntime
-    env.pop("PYTHONPATH", None)
-    http = free_port()
-    log = (tmp / "tritonserver.log").open("wb")
-    cmd = [
-        str(home / "bin" / "tritonserver"),
-        f"--model-repository={repository}",
-        f"--backend-directory={home / 'backends'}",
-        f"--cache-directory={home / 'caches'}",
-        "--http-address=127.0.0.1",
-        f"--http-port={http}",
-        "--allow-grpc=false",
-        "--allow-metrics=false",
-        f"--backend-config=python,shm-region-prefix-name=capsnet{os.getpid()}",
-        "--backend-config=python,shm-default-byte-size=4194304",
-        "--exit-timeout-secs=10",
-    ]
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"127.0.0.1:{http}"
     try:
-        deadline = time.monotonic() + READY_S
-        with triton.InferenceServerClient(url=url, network_timeout=5) as c:
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"tritonserver exited ({proc.returncode}):\n{(tmp / 'tritonserver.log').read_text()[-4000:]}")
-                with contextlib.suppress(InferenceServerException, OSError):  # not listening yet
-                    if c.is_server_ready():
-                        break
-                if time.monotonic() > deadline:
-                    pytest.fail(f"tritonserver not ready in {READY_S} s:\n{(tmp / 'tritonserver.log').read_text()[-4000:]}")
-                time.sleep(0.5)
-        yield url
+        server = TritonServer(tmp_path_factory.mktemp("triton"))
+    except TritonUnavailable as e:
+        _missing(str(e))
+    try:
+        server.wait_ready()
+    except (RuntimeError, TimeoutError) as e:
+        pytest.fail(str(e))
+    try:
+        yield server.url
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-        log.close()
+        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +131,6 @@ def test_errors_are_protocol_errors(client):
 def test_the_front_runs_its_models_on_real_triton(tritonserver):
     """CAPSNET_ENGINE_URL pointed at this tritonserver: the service's own /predict and /reconstruct run there and
     answer as the in-process engine does."""
-    from bench.server import Server
     from tests.service.test_remote import _digit_png
 
     local = Server({"CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_WARMUP_RUNS": "1", "CAPSNET_PRECISION": "fp32"}).wait_ready()
