@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 
@@ -21,10 +22,21 @@ CONFIG = REPO / "deploy" / "edge" / "haproxy.cfg"
 CONCURRENCY = (1, 16)
 
 
-def _start_edge(upstream_port: int) -> tuple[subprocess.Popen, int]:
+def haproxy_binary() -> str | None:
+    """Debian's haproxy, on the PATH or where the package puts it (/usr/sbin is not on every user's PATH)."""
+    return shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
+
+
+def start_edge(upstream_port: int, limits: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+    """HAProxy with deploy/edge/haproxy.cfg on a free loopback port in front of the service at `upstream_port`, EDGE_*
+    `limits` over the configuration's defaults; returns once a request through it reaches the service's /readyz. How
+    the bench and tests/edge start it."""
+    binary = haproxy_binary()
+    if binary is None:
+        raise RuntimeError("haproxy is not installed (apt-get install haproxy)")
     port = free_port()
-    env = {**os.environ, "EDGE_BIND": f"127.0.0.1:{port}", "EDGE_UPSTREAM": f"127.0.0.1:{upstream_port}"}
-    proc = subprocess.Popen(["haproxy", "-db", "-f", str(CONFIG)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, **(limits or {}), "EDGE_BIND": f"127.0.0.1:{port}", "EDGE_UPSTREAM": f"127.0.0.1:{upstream_port}"}
+    proc = subprocess.Popen([binary, "-db", "-f", str(CONFIG)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
@@ -37,10 +49,10 @@ def _start_edge(upstream_port: int) -> tuple[subprocess.Popen, int]:
 
 
 def measure(duration_s: float = 8.0, rounds: int = 2, max_requests: int = 20000) -> dict:
-    if shutil.which("haproxy") is None:
+    if haproxy_binary() is None:
         return {"skipped": "haproxy is not installed (apt-get install haproxy)"}
     server = Server().wait_ready()
-    edge, edge_port = _start_edge(server.port)
+    edge, edge_port = start_edge(server.port)
     try:
         targets = {"direct": (server.url, server.port), "edge": (f"http://127.0.0.1:{edge_port}", edge_port)}
         requests = {name: predict_requests("127.0.0.1", port) for name, (_, port) in targets.items()}

@@ -65,11 +65,16 @@ def shrink(grey: np.ndarray, side: int) -> np.ndarray:
     return cv2.resize(grey, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
 
 
+def _border(grey: np.ndarray) -> np.ndarray:
+    """The outermost rows and columns, where the paper shows however the digit is framed."""
+    return np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
+
+
 def flat_level(grey: np.ndarray) -> np.ndarray:
     """One paper level for the whole image, the median of its border: right for scans, canvases and MNIST-sized
     uploads, where there is no shading to follow."""
     h, w = grey.shape
-    border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]]) if h > 2 and w > 2 else grey.ravel()
+    border = _border(grey) if h > 2 and w > 2 else grey.ravel()
     return np.full_like(grey, _median(border))
 
 
@@ -82,7 +87,7 @@ def uniform_paper(grey: np.ndarray) -> bool:
     half in 0.16% of them), and its ink and smoothed edges can cover most of the image. A photo's grain and uneven
     light never pass this."""
     h, w = grey.shape
-    border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
+    border = _border(grey)
     level = _median(border)
     if float(np.count_nonzero(np.abs(border - level) <= UNIFORM_TOLERANCE)) < UNIFORM_SHARE * border.size:
         return False
@@ -257,7 +262,7 @@ def find_digit(grey: np.ndarray) -> np.ndarray:
     if found is None:
         # The border's median was ink: a crop as tight as a 1 drawn as a bar is mostly ink, border too. Then the paper is
         # at one of the border's extremes (on a border of one level, a blank, both are the median again: still nothing).
-        border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
+        border = _border(grey)
         for extreme in (_quantile(border, 0.9), _quantile(border, 0.1)):
             level = np.full_like(grey, extreme)
             dark = dark_ink(grey, level)
@@ -292,7 +297,7 @@ def _tight_photo(grey: np.ndarray, signed: np.ndarray, found: Found) -> tuple[np
     crop), and the ink's colour is judged against that border too; the first answer stands if this finds nothing."""
     h, w = grey.shape
     dark = dark_ink(grey, flat_level(grey))
-    border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
+    border = _border(grey)
     m = max(h, w) // 4
     padded = cv2.copyMakeBorder(grey, m, m, m, m, cv2.BORDER_CONSTANT, value=_quantile(border, 0.75 if dark else 0.25))
     padded_signed, padded_found = _photo_passes(padded, dark)

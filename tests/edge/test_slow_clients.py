@@ -13,21 +13,17 @@ import contextlib
 import multiprocessing
 import os
 import selectors
-import shutil
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from bench.server import Server, free_port
-from tests.conftest import REPO
+from bench.edge import haproxy_binary, start_edge
+from bench.server import Server
 from tests.service.helpers import stroke_digit_one
 
-CONFIG = REPO / "deploy" / "edge" / "haproxy.cfg"
 HEADER_TIMEOUT_S = 3
 BODY_TIMEOUT_S, BODY_MIN_RATE, DECLARED = 2, 1000, 3000  # a trickled body is refused 2 + 3000/1000 = 5 s in
 SLOWLORIS_PER_PROCESS = 1500
@@ -35,18 +31,12 @@ TRICKLERS_PER_PROCESS = 20
 SLACK_S = 2.0
 
 
-def _haproxy() -> str:
-    path = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
-    if path is None:
+@pytest.fixture(scope="module")
+def edge() -> Iterator[str]:
+    if haproxy_binary() is None:
         if os.environ.get("CAPSNET_REQUIRE_EDGE") == "1":
             pytest.fail("HAProxy is not installed (apt-get install haproxy) and CAPSNET_REQUIRE_EDGE=1")
         pytest.skip("HAProxy is not installed (apt-get install haproxy): the edge tests skip")
-    return path
-
-
-@pytest.fixture(scope="module")
-def edge() -> Iterator[str]:
-    binary = _haproxy()
     service = Server(
         {
             "CAPSNET_INTRA_OP_THREADS": "1",
@@ -54,31 +44,15 @@ def edge() -> Iterator[str]:
             "CAPSNET_BODY_MIN_RATE": str(BODY_MIN_RATE),
         }
     ).wait_ready()
-    port = free_port()
-    env = {
-        **os.environ,
-        "EDGE_BIND": f"127.0.0.1:{port}",
-        "EDGE_UPSTREAM": f"127.0.0.1:{service.port}",
-        "EDGE_HEADER_TIMEOUT": f"{HEADER_TIMEOUT_S}s",
-        "EDGE_KEEPALIVE_TIMEOUT": "2s",
-        "EDGE_MAX_CONNECTIONS": "4096",
-    }
-    proc = subprocess.Popen([binary, "-db", "-f", str(CONFIG)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        else:
-            raise RuntimeError("HAProxy did not come up")
-        yield url
+        limits = {"EDGE_HEADER_TIMEOUT": f"{HEADER_TIMEOUT_S}s", "EDGE_KEEPALIVE_TIMEOUT": "2s", "EDGE_MAX_CONNECTIONS": "4096"}
+        proc, port = start_edge(service.port, limits)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(10)
     finally:
-        proc.terminate()
-        proc.wait(10)
         service.stop()
 
 
