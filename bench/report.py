@@ -298,6 +298,26 @@ def render(results_dir: Path) -> str:
                 ],
             ),
         ]
+    images = load("containers")
+    if images and "rows" in images:
+        parts += [
+            "",
+            "## Container images (the Dockerfile, built and run by tests/containers)",
+            "",
+            f"Engine: {images['engine']}, at {images.get('when', '')}. Cold: no layer cache (base image present); warm: nothing "
+            "changed; code change: one line of service/ changed. Ready: from `run` to /readyz 200. Base images (MB; where no "
+            "registry answers, stand-ins built from Debian's packages by tests/containers/setup.sh): "
+            + ", ".join(f"{k} {v}" for k, v in images["base_images_mb"].items())
+            + ".",
+            "",
+            _table(
+                ["image", "size MB", "cold build s", "warm build s", "code change build s", "run to ready s"],
+                [
+                    [r["image"], r["size_mb"], r["cold_build_s"], r["warm_build_s"], r["code_change_build_s"], r["run_to_ready_s"]]
+                    for r in images["rows"]
+                ],
+            ),
+        ]
     oip = load("triton")
     if oip and "rows" in oip:
         by = {(r["server"], r["concurrency"]): r for r in oip["rows"]}

@@ -210,7 +210,10 @@ def load_engine(
     capsnet = _session(weights_dir / model_file, providers, threads)
     placed = capsnet.get_providers()[0]
     if placed != wanted:
-        log.warning("asked for %s, but onnxruntime placed the model on %s", wanted, placed)
+        log.warning("asked for %s, but onnxruntime placed the model on %s (its error above says why)", wanted, placed)
+        # the remaining sessions go straight to where this one landed: onnxruntime would try, fail and print its
+        # error again for each (seen in the GPU image run without CUDA: four times)
+        providers = [p for p in providers if p[0] == placed] or providers
         # onnxruntime-gpu offers CUDA even where libcudart or the driver is missing, then runs on the CPU: there auto
         # means the CPU's choice, not the GPU's
         again = choose_precision(card, precision, device_of(placed))

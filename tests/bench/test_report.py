@@ -120,3 +120,13 @@ def test_the_edge_table_lists_each_round_and_path(tmp_path):
     (tmp_path / "edge.json").write_text(json.dumps({"duration_s": 8, "rounds": 1, "rows": rows}))
     md = render(tmp_path)
     assert "| 0 | 16 | direct | 570.0 | 3.0 | 5.0 | 0 |" in md and "| 0 | 16 | edge | 555.0 | 3.0 | 5.0 | 0 |" in md
+
+
+def test_the_container_table_gives_size_and_each_build(tmp_path):
+    row = {"image": "cpu", "size_mb": 749.1, "cold_build_s": 42.0, "warm_build_s": 0.9, "code_change_build_s": 3.1, "run_to_ready_s": 2.5}
+    data = {"engine": "podman 4.3.1", "base_images_mb": {"python:3.11-slim-bookworm": 225.0}, "rows": [row]}
+    (tmp_path / "containers.json").write_text(json.dumps(data))
+    md = render(tmp_path)
+    assert "| cpu | 749.1 | 42.0 | 0.9 | 3.1 | 2.5 |" in md and "podman 4.3.1" in md and "python:3.11-slim-bookworm 225.0" in md
+    (tmp_path / "containers.json").write_text(json.dumps({"skipped": "no container engine"}))
+    assert "## Container images" not in render(tmp_path)

@@ -258,18 +258,23 @@ def test_compose_front_is_pointed_at_triton():
 EDGE_CONFIG = REPO / "deploy" / "edge" / "haproxy.cfg"
 
 
-EDGES = [("edge", "capsnet", 8000), ("edge-cpu", "capsnet-cpu", 8000), ("edge-front", "capsnet-front", 8080)]
+EDGES = [
+    ("edge", "capsnet", "EDGE_PUBLISH", 8000),
+    ("edge-cpu", "capsnet-cpu", "EDGE_PUBLISH", 8000),
+    ("edge-front", "capsnet-front", "EDGE_FRONT_PUBLISH", 8080),
+]
 
 
-@pytest.mark.parametrize(("edge", "service", "port"), EDGES)
-def test_compose_serves_each_variant_through_its_edge(edge, service, port):
+@pytest.mark.parametrize(("edge", "service", "publish", "port"), EDGES)
+def test_compose_serves_each_variant_through_its_edge(edge, service, publish, port):
     """The edge runs deploy/edge/haproxy.cfg in front of its service, which publishes nothing itself; every EDGE_* it is
     given is one the configuration reads, and the tunables pass through from the shell unset by default, so the
-    configuration's own defaults apply."""
+    configuration's own defaults apply. The published port is the README's unless the shell names another
+    (`EDGE_PUBLISH=127.0.0.1:18000`: tests/containers publishes on loopback only)."""
     compose = load_compose()
     e, s = compose["services"][edge], compose["services"][service]
     assert e["image"].startswith("haproxy:2.") and e["volumes"] == ["./deploy/edge:/usr/local/etc/haproxy:ro"]
-    assert e["ports"] == [f"{port}:8000"] and "ports" not in s
+    assert e["ports"] == [f"${{{publish}:-{port}}}:8000"] and "ports" not in s
     assert e.get("profiles") == s.get("profiles")
     assert e["depends_on"] == {service: {"condition": "service_healthy"}}
     env = e["environment"]
