@@ -11,7 +11,7 @@ CHECKPOINT ?= checkpoints/best.pt
 SERVE_REQS := requirements/serve.txt requirements/ort-cpu.txt
 DEV_REQS   := $(SERVE_REQS) requirements/train.txt requirements/test.txt
 
-.PHONY: install run test train resume evaluate export quantize calibrate atlas routing baseline robustness bench clean
+.PHONY: install run test train resume train-multimnist export-multimnist evaluate export quantize calibrate atlas routing baseline robustness bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,12 @@ train: $(VENV)/.dev-installed  ## train from scratch on MNIST in $(DATA), checkp
 
 resume: $(VENV)/.dev-installed  ## keep training: from checkpoints/last.pt if there is one, else from weights/capsnet.onnx
 	$(BIN)/python -m model.train --data $(DATA) --epochs $(EPOCHS) --resume $$( [ -f checkpoints/last.pt ] && echo checkpoints/last.pt || echo weights/capsnet.onnx )
+
+train-multimnist: $(VENV)/.dev-installed  ## MultiMNIST (two overlapping digits, 36x36) from the MNIST weights; checkpoints in checkpoints/multimnist/ (RESUME=checkpoints/multimnist/last.pt continues)
+	$(BIN)/python -m model.train_multimnist --data $(DATA) $(if $(RESUME),--resume $(RESUME))
+
+export-multimnist: $(VENV)/.dev-installed  ## checkpoints/multimnist/best.pt -> weights/multimnist*.onnx and the card's multimnist entry (parity, 10,000 test pairs)
+	$(BIN)/python -m model.export_multimnist --data $(DATA)
 
 evaluate: $(VENV)/.dev-installed  ## accuracy of weights/capsnet.onnx on the 10k test set (onnxruntime)
 	$(BIN)/python -m model.evaluate --data $(DATA) --onnx weights/capsnet.onnx

@@ -183,8 +183,10 @@ class CapsNet(nn.Module):
 
 
 def margin_loss(lengths: Tensor, target: Tensor, cfg: CapsNetConfig) -> Tensor:
-    """L_k = T_k max(0, m+ - |v_k|)^2 + lambda (1 - T_k) max(0, |v_k| - m-)^2, summed over k, mean over batch."""
-    t = F.one_hot(target, cfg.num_classes).to(lengths.dtype)
+    """L_k = T_k max(0, m+ - |v_k|)^2 + lambda (1 - T_k) max(0, |v_k| - m-)^2, summed over k, mean over batch.
+
+    `target`: class indices [B], or T itself [B,10] (MultiMNIST: a 1 at each digit present)."""
+    t = target.to(lengths.dtype) if target.dim() == 2 else F.one_hot(target, cfg.num_classes).to(lengths.dtype)
     present = t * F.relu(cfg.m_plus - lengths) ** 2
     absent = cfg.lambda_ * (1.0 - t) * F.relu(lengths - cfg.m_minus) ** 2
     return (present + absent).sum(-1).mean()

@@ -237,6 +237,9 @@ def main(argv: list[str] | None = None) -> None:
     run_history = Path(args.checkpoint).with_name("history.json")
     later = [h for h in json.loads(run_history.read_text()) if h["epoch"] > ckpt.get("epoch", 0)] if run_history.exists() else []
     card = build_card(model, ckpt, capsnet_path, decoder_path, parity, accuracy, later)
+    previous = out / "model-card.json"
+    if previous.exists() and "multimnist" in (kept := json.loads(previous.read_text())):
+        card["multimnist"] = kept["multimnist"]  # the MultiMNIST network's entry (model/export_multimnist.py) is not this export's
     (out / "model-card.json").write_text(json.dumps(card, indent=1) + "\n")
     log.info("wrote %s, %s and the model card", capsnet_path, decoder_path)
     stale = out / INT8_FILE

@@ -1,0 +1,175 @@
+"""MultiMNIST as the paper makes it, the warm start from the MNIST network, training and export of the pair network."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from model.capsnet import CapsNet, CapsNetConfig, margin_loss
+from model.multimnist import CANVAS, CONFIG, MAX_SHIFT, both_right, fixed_test_pairs, make_pairs, two_hot
+from model.train_multimnist import forward_pairs, init_from_mnist, parse_args, train
+from tests.conftest import WEIGHTS
+from tests.model.test_data import write_idx
+
+
+def digits(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """MNIST-shaped digits: ink only inside the central 20x20 box, as MNIST's, labels 0-9 in turn."""
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, 1, 28, 28), np.float32)
+    for i in range(n):
+        r, c = rng.integers(4, 14, 2)
+        x[i, 0, r : r + 10, c : c + 10] = rng.uniform(0.2, 1.0, (10, 10))
+    return torch.from_numpy(x), torch.arange(n) % 10
+
+
+def test_pairs_are_two_different_digits_added_and_clipped_with_no_ink_lost() -> None:
+    x, y = digits(200)
+    p = make_pairs(x, y, torch.arange(200), torch.Generator().manual_seed(1))
+    assert p.image.shape == (200, 1, CANVAS, CANVAS) and p.digits.shape == (200, 2, 1, CANVAS, CANVAS)
+    assert (p.labels[:, 0] != p.labels[:, 1]).all()
+    assert torch.equal(p.labels[:, 0], y)
+    assert torch.allclose(p.image, (p.digits[:, 0] + p.digits[:, 1]).clamp(0, 1))
+    assert torch.allclose(p.digits[:, 0].sum((1, 2, 3)), x.sum((1, 2, 3)), rtol=1e-5), "a shift cut ink off"
+    # each digit is shifted by up to 4 px from the canvas centre, and by more than 0 for some
+    centre = torch.tensor([(CANVAS - 1) / 2] * 2)
+    grid = torch.arange(CANVAS, dtype=torch.float32)
+    d = p.digits[:, 0, 0]
+    mass = d.sum((1, 2))
+    cy, cx = (d.sum(2) * grid).sum(1) / mass, (d.sum(1) * grid).sum(1) / mass
+    x_mass = x[:, 0].sum((1, 2))
+    g28 = torch.arange(28, dtype=torch.float32)
+    oy = (x[:, 0].sum(2) * g28).sum(1) / x_mass + (CANVAS - 28) / 2 - centre[0]
+    ox = (x[:, 0].sum(1) * g28).sum(1) / x_mass + (CANVAS - 28) / 2 - centre[1]
+    shift = torch.stack([cy - centre[0] - oy, cx - centre[1] - ox], 1)
+    assert shift.abs().max() <= MAX_SHIFT + 1e-4 and shift.abs().max() >= MAX_SHIFT - 1
+
+
+def test_test_pairs_are_fixed() -> None:
+    x, y = digits(50)
+    a, b = fixed_test_pairs(x, y, 30), fixed_test_pairs(x, y, 30)
+    assert torch.equal(a.image, b.image) and torch.equal(a.labels, b.labels)
+
+
+def test_both_right_means_the_two_longest_capsules_are_the_two_digits() -> None:
+    lengths = torch.tensor([[0.9, 0.8, 0.1] + [0.0] * 7, [0.9, 0.1, 0.8] + [0.0] * 7, [0.1, 0.2, 0.3] + [0.0] * 7])
+    labels = torch.tensor([[1, 0], [0, 1], [5, 6]])
+    both, one = both_right(lengths, labels)
+    assert both.tolist() == [True, False, False] and one.tolist() == [True, True, False]
+
+
+def test_margin_loss_with_both_digits_present() -> None:
+    cfg = CapsNetConfig()
+    lengths = torch.zeros(1, 10)
+    lengths[0, [2, 7]] = 0.95  # both present and long: only the absent ones count, and they are 0
+    assert margin_loss(lengths, two_hot(torch.tensor([[2, 7]])), cfg).item() == 0.0
+    lengths[0, 7] = 0.0  # the second digit's capsule silent: (0.9 - 0)^2
+    assert abs(margin_loss(lengths, two_hot(torch.tensor([[2, 7]])), cfg).item() - 0.81) < 1e-6
+
+
+def test_warm_start_maps_the_mnist_network_onto_the_canvas() -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    src = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(WEIGHTS / "capsnet.onnx")).graph.initializer}
+    model = CapsNet(CONFIG)
+    init_from_mnist(model, WEIGHTS / "capsnet.onnx")
+    assert np.array_equal(model.conv1.weight.detach().numpy(), src["conv1.weight"])
+    w36 = model.digit.W.detach().view(32, 10, 10, 8, 160).numpy()
+    w28 = src["digit.W"].reshape(32, 6, 6, 8, 160)
+    scale = 1152 / 3200
+    assert np.allclose(w36[:, 2:8, 2:8], scale * w28), "a centred digit meets the W_ij it met on MNIST"
+    assert np.allclose(w36[:, 0, 0], scale * w28[:, 0, 0]) and np.allclose(w36[:, 9, 9], scale * w28[:, 5, 5])
+    # the decoder draws the MNIST drawing in the middle of the canvas and nothing at the border
+    with torch.no_grad():
+        pose = torch.zeros(1, 10, 16)
+        pose[0, 3] = 0.5
+        drawn = model.decoder(pose, torch.tensor([3]))[0, 0]
+    assert drawn[:4].max() < 1e-3 and drawn[:, :4].max() < 1e-3
+
+
+def test_forward_pairs_redraws_each_digit_from_its_own_capsule() -> None:
+    torch.manual_seed(0)
+    model = CapsNet(CONFIG).eval()
+    x = torch.rand(3, 1, CANVAS, CANVAS)
+    with torch.no_grad():
+        out = forward_pairs(model, x)
+        top2 = out["lengths"].topk(2, -1).indices
+        for k in range(2):
+            assert torch.allclose(out["reconstructions"][:, k], model.decoder(out["poses"], top2[:, k]), atol=1e-6)
+
+
+def _mnist_dir(tmp_path, n_train: int = 40, n_test: int = 20):
+    data = tmp_path / "data"
+    data.mkdir()
+    for n, stems in (
+        (n_train, ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")),
+        (n_test, ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")),
+    ):
+        x, y = digits(n, seed=n)
+        write_idx(data / stems[0], (x[:, 0].numpy() * 255).astype(np.uint8), 2051, gz=False)
+        write_idx(data / stems[1], y.numpy().astype(np.uint8), 2049, gz=False)
+    return data
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("multimnist")
+    data, out = _mnist_dir(tmp), tmp / "ckpt"
+    argv = ["--data", str(data), "--out", str(out), "--batch-size", "8", "--threads", "1", "--pairs-per-epoch", "16", "--eval-pairs", "10"]
+    state = train(parse_args([*argv, "--epochs", "1"]))
+    assert state["epoch"] == 1 and state["pairs_seen"] == 16
+    state = train(parse_args([*argv, "--epochs", "2", "--resume", str(out / "last.pt")]))
+    return tmp, data, out, state
+
+
+def test_training_checkpoints_scores_pairs_and_resumes(trained) -> None:
+    _, _, out, state = trained
+    assert state["epoch"] == 2 and state["pairs_seen"] == 32
+    history = json.loads((out / "history.json").read_text())
+    assert [h["pairs_seen"] for h in history] == [16, 32]
+    assert all(0.0 <= h["test"]["both_right"] <= h["test"]["at_least_one_right"] <= 1.0 for h in history)
+    assert torch.load(out / "best.pt", weights_only=False)["best_weights"] in ("model", "ema")
+
+
+def test_export_contract_parity_and_card_entry(trained) -> None:
+    import onnxruntime as ort
+
+    from model.export_multimnist import main
+
+    tmp, data, out, _ = trained
+    weights = tmp / "weights"
+    weights.mkdir()
+    shutil.copy(WEIGHTS / "model-card.json", weights)
+    main(["--checkpoint", str(out / "best.pt"), "--out", str(weights), "--data", str(data), "--pairs", "20", "--min-both-right", "0"])
+    sess = ort.InferenceSession(str(weights / "multimnist.onnx"), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {"image": np.zeros((3, 1, 36, 36), np.float32)})
+    assert [o.name for o in sess.get_outputs()] == ["lengths", "poses", "reconstructions"]
+    assert [g.shape for g in got] == [(3, 10), (3, 10, 16), (3, 2, 1, 36, 36)]
+    dec = ort.InferenceSession(str(weights / "multimnist-decoder.onnx"), providers=["CPUExecutionProvider"])
+    assert dec.run(None, {"digit": np.array([1, 2]), "pose": np.zeros((2, 16), np.float32)})[0].shape == (2, 1, 36, 36)
+    card = json.loads((weights / "model-card.json").read_text())
+    entry = card["multimnist"]
+    assert card["name"] == "capsnet-mnist", "the MNIST entry is left as it was"
+    assert entry["test"]["pairs"] == 20 and max(entry["parity_max_abs_diff"].values()) <= 1e-4
+    assert set(entry["files"]) == {"multimnist.onnx", "multimnist-decoder.onnx"}
+    best = torch.load(out / "best.pt", weights_only=False)
+    assert entry["training"]["pairs_seen"] == best["pairs_seen"] and entry["training"]["epochs"] == best["epoch"]
+    assert entry["second_digit"]["second_min_length"] > 0
+
+
+def test_export_refuses_weights_under_the_bar(trained) -> None:
+    from model.export_multimnist import main
+
+    tmp, data, out, _ = trained
+    weights = tmp / "refused"
+    weights.mkdir()
+    shutil.copy(WEIGHTS / "model-card.json", weights)
+    with pytest.raises(SystemExit, match="not written"):
+        main(
+            ["--checkpoint", str(out / "best.pt"), "--out", str(weights), "--data", str(data), "--pairs", "20", "--min-both-right", "1.01"]
+        )
+    assert not (weights / "multimnist.onnx").exists() and "multimnist" not in json.loads((weights / "model-card.json").read_text())
