@@ -6,3 +6,5 @@ MNIST_DIR = "../shared/data/mnist"  # where every command looks for MNIST's IDX 
 FP32_FILE = "capsnet.onnx"  # the exported network; its INT8 twin's name is in the model card (`int8.file`)
 INT8_FILE = "capsnet-int8.onnx"
 DECODER_FILE = "decoder.onnx"
+MULTIMNIST_FILE = "multimnist.onnx"  # two overlapping digits on 36x36 (model/export_multimnist.py; the card's `multimnist` entry)
+MULTIMNIST_DECODER_FILE = "multimnist-decoder.onnx"

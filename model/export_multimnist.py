@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from model import MNIST_DIR
+from model import MNIST_DIR, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
 from model.capsnet import CapsNet, count_parameters
 from model.cli import log_to_console
 from model.data import load_tensors
@@ -34,8 +34,7 @@ from model.train_multimnist import forward_pairs
 log = logging.getLogger("capsnet.export_multimnist")
 
 NAME = "capsnet-multimnist"
-FILE = "multimnist.onnx"
-DECODER = "multimnist-decoder.onnx"
+FILE, DECODER = MULTIMNIST_FILE, MULTIMNIST_DECODER_FILE
 OUTPUTS = ("lengths", "poses", "reconstructions")
 MIN_BOTH_RIGHT = 0.90
 
@@ -189,6 +188,7 @@ def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, t
             "epochs": int(ckpt.get("epoch", 0)),
             "pairs_seen": int(ckpt.get("pairs_seen", 0)),
             "pairs_per_epoch": args.get("pairs_per_epoch"),
+            "single_share_per_epoch": [h.get("single_share", 0.0) for h in ckpt.get("history", [])],
             "started_from": args.get("init"),
             "optimizer": "Adam",
             "lr": args.get("lr"),
@@ -205,7 +205,10 @@ def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, t
             "Started from the MNIST network's weights (model/train_multimnist.py: the convolutions as they are, each 10x10 "
             "primary position's W_ij from the 6x6 position that sees the same part of a centred digit, scaled by 1152/3200; the "
             "decoder's drawing centred on the canvas); the paper trains from scratch.",
-            f"Trained on {int(ckpt.get('pairs_seen', 0)):,} pairs, not the paper's 60M.",
+            f"Trained on {int(ckpt.get('pairs_seen', 0)):,} images, not the paper's 60M pairs.",
+            "A share of the training images hold one digit alone (training.single_share_per_epoch; the margin loss then asks for "
+            "that digit only, and there is no second reconstruction to learn), so that a lone digit is answered as one rather "
+            "than with an invented second: the paper trains on pairs only.",
             "Scored on 10,000 fixed test pairs, not the paper's 1,000 partners for each test digit.",
         ],
     }

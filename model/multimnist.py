@@ -30,7 +30,7 @@ class Pairs:
 
     image: Tensor  # [B,1,36,36] the two digits added and clipped
     digits: Tensor  # [B,2,1,36,36] each digit alone, where it sits in the composite
-    labels: Tensor  # [B,2] int64, two different classes
+    labels: Tensor  # [B,2] int64, two different classes; the second -1 where the image holds one digit only
 
 
 def place(x: Tensor, generator: torch.Generator | None) -> Tensor:
@@ -50,15 +50,17 @@ def partners(labels: Tensor, pool: Tensor, generator: torch.Generator | None) ->
     return idx
 
 
-def make_pairs(images: Tensor, labels: Tensor, base: Tensor, generator: torch.Generator | None) -> Pairs:
-    """Composites of images[base] each overlaid on a random digit of another class from the same split."""
+def make_pairs(images: Tensor, labels: Tensor, base: Tensor, generator: torch.Generator | None, single_share: float = 0.0) -> Pairs:
+    """Composites of images[base] each overlaid on a random digit of another class from the same split; a `single_share`
+    of them keep the first digit alone (second label -1, second digit blank)."""
     other = partners(labels[base], labels, generator)
     a, b = place(images[base], generator), place(images[other], generator)
-    return Pairs(
-        image=(a + b).clamp_(0.0, 1.0),
-        digits=torch.stack([a, b], dim=1),
-        labels=torch.stack([labels[base], labels[other]], dim=1),
-    )
+    second = labels[other].clone()
+    if single_share > 0:
+        alone = torch.rand(len(base), generator=generator) < single_share
+        b[alone] = 0.0
+        second[alone] = -1
+    return Pairs(image=(a + b).clamp_(0.0, 1.0), digits=torch.stack([a, b], dim=1), labels=torch.stack([labels[base], second], dim=1))
 
 
 def fixed_test_pairs(images: Tensor, labels: Tensor, count: int = 10_000) -> Pairs:
@@ -69,8 +71,9 @@ def fixed_test_pairs(images: Tensor, labels: Tensor, count: int = 10_000) -> Pai
 
 
 def two_hot(labels: Tensor, num_classes: int = 10) -> Tensor:
-    """[B,2] -> [B,10] with a 1 at both digits: the margin loss's T_k."""
-    return F.one_hot(labels, num_classes).amax(1).to(torch.float32)
+    """[B,2] -> [B,10] with a 1 at each digit present (a label -1 is none): the margin loss's T_k."""
+    present = (labels >= 0).unsqueeze(-1)
+    return (F.one_hot(labels.clamp(min=0), num_classes) * present).amax(1).to(torch.float32)
 
 
 def both_right(lengths: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:

@@ -47,6 +47,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=20, help="train until this many epochs in total")
     p.add_argument("--pairs-per-epoch", type=int, default=60_000, help="fresh training pairs between evaluations")
     p.add_argument("--eval-pairs", type=int, default=10_000, help="fixed test pairs scored after each epoch")
+    p.add_argument(
+        "--single-share",
+        type=float,
+        default=0.15,
+        help="share of training examples that hold one digit only (not in the paper: so that a lone digit is answered as one)",
+    )
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate at epoch 0")
     p.add_argument("--lr-decay", type=float, default=0.9, help="exponential decay of the learning rate per epoch")
@@ -96,14 +102,17 @@ def forward_pairs(model: CapsNet, image: Tensor, labels: Tensor | None = None) -
     """The network on composites: lengths, poses, and two reconstructions [B,2,1,36,36], each from its own capsule
     (the true digits' in training, the two longest otherwise, longest first)."""
     out = model(image, labels[:, 0] if labels is not None else None)
-    pick = labels if labels is not None else out["lengths"].topk(2, dim=-1).indices
-    second = model.decoder(out["poses"], pick[:, 1])
+    # a lone digit (label -1) has its own drawn again as the second reconstruction, and pair_loss leaves that out
+    pick = out["lengths"].topk(2, dim=-1).indices[:, 1] if labels is None else torch.where(labels[:, 1] >= 0, labels[:, 1], labels[:, 0])
+    second = model.decoder(out["poses"], pick)
     return {"lengths": out["lengths"], "poses": out["poses"], "reconstructions": torch.stack([out["reconstruction"], second], 1)}
 
 
 def pair_loss(out: dict[str, Tensor], batch: Pairs, cfg: CapsNetConfig) -> tuple[Tensor, Tensor, Tensor]:
     m = margin_loss(out["lengths"], two_hot(batch.labels, cfg.num_classes), cfg)
-    r = cfg.reconstruction_weight * ((out["reconstructions"] - batch.digits) ** 2).flatten(2).sum(-1).sum(-1).mean()
+    present = (batch.labels >= 0).to(out["reconstructions"].dtype)  # [B,2]: no second reconstruction to learn for a lone digit
+    errors = ((out["reconstructions"] - batch.digits) ** 2).flatten(2).sum(-1)  # [B,2]
+    r = cfg.reconstruction_weight * (errors * present).sum(-1).mean()
     return m + r, m, r
 
 
@@ -157,7 +166,7 @@ def train(args: argparse.Namespace) -> dict:
         totals, steps = np.zeros(3), 0
         bar = tqdm(range(0, len(base), args.batch_size), desc=f"epoch {epoch + 1}/{args.epochs}", unit="step")
         for i in bar:
-            batch = make_pairs(xtr, ytr, base[i : i + args.batch_size], gen)
+            batch = make_pairs(xtr, ytr, base[i : i + args.batch_size], gen, args.single_share)
             batch = Pairs(batch.image.to(device), batch.digits.to(device), batch.labels.to(device))
             loss, m, r = pair_loss(forward_pairs(model, batch.image, batch.labels), batch, model.cfg)
             opt.zero_grad(set_to_none=True)
@@ -178,6 +187,7 @@ def train(args: argparse.Namespace) -> dict:
         rec = {
             "epoch": epoch + 1,
             "pairs_seen": state["pairs_seen"],
+            "single_share": args.single_share,
             "loss": totals[0] / steps,
             "margin_loss": totals[1] / steps,
             "reconstruction_loss": totals[2] / steps,

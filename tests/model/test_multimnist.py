@@ -173,3 +173,26 @@ def test_export_refuses_weights_under_the_bar(trained) -> None:
             ["--checkpoint", str(out / "best.pt"), "--out", str(weights), "--data", str(data), "--pairs", "20", "--min-both-right", "1.01"]
         )
     assert not (weights / "multimnist.onnx").exists() and "multimnist" not in json.loads((weights / "model-card.json").read_text())
+
+
+def test_a_share_of_training_images_hold_one_digit_and_ask_for_one() -> None:
+    x, y = digits(400)
+    p = make_pairs(x, y, torch.arange(400), torch.Generator().manual_seed(2), single_share=0.25)
+    alone = p.labels[:, 1] == -1
+    assert 0.15 < alone.float().mean() < 0.35
+    assert p.digits[alone, 1].sum() == 0 and torch.allclose(p.image[alone], p.digits[alone, 0])
+    t = two_hot(p.labels)
+    assert (t.sum(1) == torch.where(alone, 1.0, 2.0)).all()
+
+
+def test_a_lone_digit_has_no_second_reconstruction_to_learn() -> None:
+    from model.train_multimnist import pair_loss
+
+    torch.manual_seed(0)
+    model = CapsNet(CONFIG)
+    x, y = digits(4)
+    p = make_pairs(x, y, torch.arange(4), torch.Generator().manual_seed(0), single_share=1.0)
+    out = forward_pairs(model, p.image, p.labels)
+    _, _, r = pair_loss(out, p, CONFIG)
+    first = CONFIG.reconstruction_weight * ((out["reconstructions"][:, 0] - p.digits[:, 0]) ** 2).flatten(1).sum(-1).mean()
+    assert torch.allclose(r, first)
