@@ -98,8 +98,9 @@ COPY --from=builder /opt/venv /opt/venv
 # Code and assets stay owned by root: the service only reads them.
 WORKDIR /app
 COPY service/ service/
-# the one piece of model/ the service runs: the affine transforms /probe applies (numpy and OpenCV, no torch)
-COPY model/__init__.py model/affine.py model/
+# the pieces of model/ the service runs, numpy and OpenCV, no torch: the affine transforms /probe applies, and the IDX
+# reader for the page's random pairs of MNIST test digits (where CAPSNET_MNIST_DIR is mounted)
+COPY model/__init__.py model/affine.py model/idx.py model/
 COPY static/ static/
 COPY templates/ templates/
 COPY weights/ weights/

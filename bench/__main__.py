@@ -1,5 +1,5 @@
-"""`python -m bench [--only roofline model profile service edge triton soak realinput insight containers]`: run, write
-JSON, render BENCHMARKS.md."""
+"""`python -m bench [--only roofline model profile service edge triton soak realinput insight containers pairs]`: run,
+write JSON, render BENCHMARKS.md."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import logging
 import time
 from pathlib import Path
 
-from bench import containers, edge, insight, model, profile, realinput, report, roofline, service, soak, system, triton
+from bench import containers, edge, insight, model, pairs, profile, realinput, report, roofline, service, soak, system, triton
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = ("roofline", "model", "profile", "service", "edge", "triton", "soak", "realinput", "insight", "containers")
+PARTS = ("roofline", "model", "profile", "service", "edge", "triton", "soak", "realinput", "insight", "containers", "pairs")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,6 +77,8 @@ def main(argv: list[str] | None = None) -> None:
         write("realinput", realinput.measure(args.weights, args.seconds))
     if "insight" in args.only:
         write("insight", insight.measure(args.weights, args.seconds))
+    if "pairs" in args.only:
+        write("pairs", pairs.measure(args.weights, args.seconds, args.load_seconds))
     if "containers" in args.only:
         write("containers", containers.measure())
     (ROOT / "BENCHMARKS.md").write_text(report.render(args.results))

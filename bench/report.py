@@ -298,6 +298,24 @@ def render(results_dir: Path) -> str:
                 ],
             ),
         ]
+    two = load("pairs")
+    if two and "in_process" in two:
+        parts += [
+            "",
+            f"## Two digits at once (multimnist.onnx, {two['model']})",
+            "",
+            "In process (onnxruntime, CPU defaults; sparse random 36x36 inputs):",
+            "",
+            _table(["batch", "ms a call", "images/s"], [[r["batch"], r["ms_per_call"], r["images_per_s"]] for r in two["in_process"]]),
+            "",
+            f"`/predict?model=multimnist`, a 144x144 PNG of two overlapping test digits (multipart), {two['duration_s']} s a row; the "
+            "two-digit network is not batched (one call at a time, service/pairs.py):",
+            "",
+            _table(
+                ["clients", "req/s", "p50 ms", "p99 ms", "errors"],
+                [[r["concurrency"], r["throughput_rps"], r["p50_ms"], r["p99_ms"], r["errors"]] for r in two["service"]],
+            ),
+        ]
     images = load("containers")
     if images and "rows" in images:
         parts += [

@@ -25,7 +25,7 @@ from deploy.triton.config import parse_pbtxt, to_pbtxt
 COMMITTED = REPO / "deploy" / "triton" / "model_repository"
 VENV = Path(os.environ.get("CAPSNET_TRITON_VENV", REPO / ".triton-venv"))
 STAND_IN = REPO / "tests" / "triton" / "model.py"
-MODELS = ("capsnet", "decoder")
+MODELS = tuple(sorted(p.parent.name for p in COMMITTED.glob("*/config.pbtxt")))  # the committed repository's
 READY_S = 120
 
 

@@ -113,7 +113,7 @@ def score(out: dict[str, np.ndarray], digits: np.ndarray, labels: np.ndarray) ->
         "pairs": int(len(labels)),
         "both_right": round(float(both.float().mean()), 4),
         "at_least_one_right": round(float(one.float().mean()), 4),
-        "reconstruction_nearer_own_digit": round(float(np.concatenate(nearer).mean()), 4),
+        "reconstruction_nearer_own_digit": round(float(np.concatenate(nearer).mean()), 4) if ok.any() else None,
         "pair_seed": TEST_SEED,
     }
 
@@ -162,6 +162,7 @@ def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, t
             "background": 0.0,
             "ink": 1.0,
             "pair_box": pair_box,  # an upload's two digits are scaled so that their ink's longer side is this (the service)
+            "max_shift": MAX_SHIFT,  # how pairs are made (model/multimnist.py); the service's random test pairs follow it
         },
         "outputs": {
             "lengths": ["N", cfg.num_classes],
@@ -189,6 +190,7 @@ def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, t
             "pairs_seen": int(ckpt.get("pairs_seen", 0)),
             "pairs_per_epoch": args.get("pairs_per_epoch"),
             "single_share_per_epoch": [h.get("single_share", 0.0) for h in ckpt.get("history", [])],
+            "bf16_autocast_per_epoch": [h.get("bf16", False) for h in ckpt.get("history", [])],
             "started_from": args.get("init"),
             "optimizer": "Adam",
             "lr": args.get("lr"),

@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 from anyio import to_thread
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -21,8 +22,10 @@ from service.errors import install_handlers
 from service.inference import InferenceEngine
 from service.metrics import Metrics
 from service.middleware import EdgeMiddleware
+from service.pairs import MAX_AT_ONCE, PairEngine, TestDigits, load_pairs
 from service.remote import connect_engine
 from service.routers import decode, dimensions, oip, ops, page, predict
+from service.routers import pairs as pair_sample
 from service.routers.dimensions import load_atlas
 from service.routing import load_tracer
 from service.settings import Settings, get_settings
@@ -62,6 +65,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, s.precision, s.intra_op_threads_busy
             )
         routing = await to_thread.run_sync(load_tracer, s.weights_dir, card)
+        pairs: PairEngine | None = None
+        if not s.engine_url:  # with a remote engine the two-digit model is not served (the engine serves MNIST's graphs)
+            limiter = anyio.CapacityLimiter(MAX_AT_ONCE)
+            providers = engine.session_providers
+            pairs = await to_thread.run_sync(load_pairs, s.weights_dir, card, providers, s.intra_op_threads, limiter)
     except (WeightsError, ValueError, EngineUnavailable) as e:
         log.error("cannot start: %s", e)
         raise
@@ -69,6 +77,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.engine = engine
     state.atlas = load_atlas(state)
     state.routing = routing
+    state.pairs = pairs
+    state.test_digits = TestDigits(s.mnist_dir)
     workers = cores.workers(s.workers, engine, ms_per_image)
     state.batcher = Batcher(
         engine.predict,
@@ -121,6 +131,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.templates = Jinja2Templates(directory=str(settings.templates_dir))
     install_handlers(app)
     app.include_router(predict.router)
+    app.include_router(pair_sample.router)
     app.include_router(decode.router)
     app.include_router(dimensions.router)
     app.include_router(ops.router)

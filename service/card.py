@@ -74,6 +74,33 @@ class RoutingTrace(_Section):
     trained: int
 
 
+class PairInput(_Section):
+    pair_box: int  # an upload's two digits together are scaled so that their ink's longer side is this
+    max_shift: int  # each digit of a pair is shifted up to this many px each way from the canvas centre
+
+
+class SecondDigit(_Section):
+    """When the second-longest capsule is a second digit: model/export_multimnist.py measured it on test pairs and single
+    test digits (its figures are in the card beside the threshold)."""
+
+    second_min_length: float
+
+
+class PairCard(_Section):
+    """The card's `multimnist` entry: the network that reads two overlapping digits (model/export_multimnist.py)."""
+
+    name: str
+    version: str
+    architecture: Architecture
+    input: PairInput
+    files: dict[str, FileEntry]
+    second_digit: SecondDigit
+
+    image_size = property(lambda self: self.architecture.image_size)
+    num_classes = property(lambda self: self.architecture.num_classes)
+    digit_dim = property(lambda self: self.architecture.digit_dim)
+
+
 class ModelCard(_Section):
     """weights/model-card.json as the service reads it (model/export.py, quantize.py, calibrate.py and routing.py write it)."""
 
@@ -85,6 +112,7 @@ class ModelCard(_Section):
     is_digit: IsDigit
     int8: Int8 | None = None
     routing: RoutingTrace | None = None
+    multimnist: PairCard | None = None  # served beside the MNIST network when present
 
     # the sizes the code reads most, by the names it uses
     image_size = property(lambda self: self.architecture.image_size)
@@ -151,7 +179,7 @@ def choose_model_file(card: ModelCard, precision: str, device: str = "CPU") -> s
     return model_file_for(card, choose_precision(card, precision, device))
 
 
-def verify_files(weights_dir: Path, card: ModelCard, names: list[str]) -> None:
+def verify_files(weights_dir: Path, card: ModelCard | PairCard, names: list[str]) -> None:
     """Each file exists with the sha256 the card states: a truncated or swapped file stops start-up."""
     for name in names:
         path = weights_dir / name

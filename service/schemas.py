@@ -63,8 +63,8 @@ class PredictBatchJSON(BaseModel):
 
 
 class Picture(BaseModel):
-    png: str = Field(description="base64 of a 28x28 8-bit grey PNG", examples=[EXAMPLE_PNG])
-    pixels: list[list[float]] = Field(description="28 rows of 28 values in [0,1]")
+    png: str = Field(description="base64 of an 8-bit grey PNG, 28x28 (36x36 from the two-digit model)", examples=[EXAMPLE_PNG])
+    pixels: list[list[float]] = Field(description="its rows of values in [0,1]")
 
 
 class Transform(BaseModel):
@@ -135,6 +135,40 @@ class Routing(BaseModel):
     capsule_type: int | Literal["mean"] = Field(description="the primary capsule type (0-31) the grids show, or the mean over all 32")
     uniform_coupling: float = Field(description="1/10: every coupling coefficient at iteration 1")
     iterations: list[RoutingIteration]
+
+
+class PairModelInfo(BaseModel):
+    name: str = Field(examples=["capsnet-multimnist"])
+    version: str = Field(examples=["6ep-1a2b3c4d"])
+    provider: str = Field(description="onnxruntime execution provider in use", examples=["CPUExecutionProvider"])
+
+
+class PairSample(BaseModel):
+    pixels: list[list[float]] = Field(description="36 rows of 36 values in [0,1]: two test digits added and clipped")
+    labels: list[int] = Field(description="the two digits, first then second", min_length=2, max_length=2)
+
+
+class PairPrediction(BaseModel):
+    """`/predict?model=multimnist`: two overlapping digits, pulled apart by the capsules (the paper's Figure 5)."""
+
+    predictions: list[int] = Field(
+        description="the digits found, longest capsule first: two, one when the second-longest capsule is too short to be a "
+        "digit (the card's `multimnist.second_digit` rule), none when the input is blank",
+        examples=[[7, 3]],
+        max_length=2,
+    )
+    ranked: list[int] = Field(description="the two longest capsules, longest first, whatever their length", min_length=2, max_length=2)
+    lengths: list[float] = Field(description="length of each of the 10 digit capsules, in (0,1)")
+    poses: list[list[float]] = Field(description="10 digit capsules x 16-D pose vectors v_j")
+    reconstructions: list[Picture] = Field(
+        description="[2] 36x36: the decoder on each of the two longest capsules alone, longest first (overlay them in two "
+        "colours for the paper's Figure 5)",
+        min_length=2,
+        max_length=2,
+    )
+    input: Picture = Field(description="the 36x36 image the network saw, after preprocessing")
+    blank: bool = Field(description="no ink found in the input")
+    model: PairModelInfo
 
 
 class Prediction(BaseModel):

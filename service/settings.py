@@ -21,6 +21,10 @@ class Settings(BaseSettings):
     static_dir: Path = Field(ROOT / "static", description="the page's scripts and styles")
     templates_dir: Path = Field(ROOT / "templates", description="the page's jinja2 templates")
     log_level: str = Field("info", description="logging level")
+    mnist_dir: Path = Field(
+        ROOT.parent / "shared" / "data" / "mnist",
+        description="MNIST's IDX files, for the page's random pairs of test digits (GET /multimnist/sample); absent: no such button",
+    )
 
     precision: Literal["auto", "fp32", "int8"] = Field(
         "auto",

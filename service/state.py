@@ -12,6 +12,7 @@ from service.card import ModelCard
 from service.errors import ClientError
 from service.inference import InferenceEngine
 from service.metrics import Metrics
+from service.pairs import PairEngine, TestDigits
 from service.routing import Tracer
 from service.settings import Settings
 from service.uploads import DecodePool
@@ -29,6 +30,8 @@ class AppState:
     batcher: Batcher | None = None
     decode_pool: DecodePool | None = None
     routing: Tracer | None = None  # weights/routing.onnx, for ?include=routing (service/routing.py)
+    pairs: PairEngine | None = None  # the MultiMNIST network, when the card has it and the models run here (service/pairs.py)
+    test_digits: TestDigits | None = None  # MNIST's test set where the server has it: the page's random pairs
     atlas: dict | None = None  # weights/dimensions.json when it was measured on this model (routers/dimensions.py)
     ready: bool = False
 

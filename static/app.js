@@ -9,6 +9,7 @@
  * and static/probe.js (the equivariance probe) each own a section and share `state` with it.
  */
 import { Channel } from "./channel.js";
+import { createPairs } from "./pairs.js";
 import { createProbe } from "./probe.js";
 import { createRoutingInspector } from "./routing.js";
 
@@ -569,6 +570,7 @@ import { createRoutingInspector } from "./routing.js";
     }
   });
   var probeView = createProbe({ state: state, cfg: CFG, channel: channel, setImage: setImage });
+  createPairs({ cfg: CFG, channel: channel, setImage: setImage }); // section 7, when the server has the two-digit network
 
   /* ------------------------------------------------------ controls, uploads */
 

@@ -19,3 +19,41 @@ MNIST = REPO.parent / "shared" / "data" / "mnist"
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+def committed_pairs() -> bool:
+    """Whether the committed model card has the two-digit network (model/export_multimnist.py writes its entry)."""
+    import json
+
+    return "multimnist" in json.loads((WEIGHTS / "model-card.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def pair_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """weights/ when its card has the two-digit network; until then a copy of weights/ beside the two-digit network exported
+    untrained, warm-started from the MNIST weights as training starts (model.train_multimnist.init_from_mnist), with a
+    card entry written by the export's own code: the contract, the endpoints and the page run for real on it, and what
+    needs the trained network (accuracy) is checked only on the committed one."""
+    if committed_pairs():
+        return WEIGHTS
+    import json
+    import shutil
+
+    from model.capsnet import CapsNet
+    from model.export_multimnist import build_entry, export, parity
+    from model.multimnist import CONFIG
+    from model.train_multimnist import init_from_mnist
+
+    out = tmp_path_factory.mktemp("pair-weights") / "weights"
+    shutil.copytree(WEIGHTS, out)
+    model = CapsNet(CONFIG)
+    init_from_mnist(model, WEIGHTS / "capsnet.onnx")
+    model.eval()
+    net, dec = export(model, out)
+    stand_in = {"epoch": 0, "pairs_seen": 0, "args": {"init": "weights/capsnet.onnx"}, "history": []}
+    rule = {"second_min_length": 0.5, "measured_on": "nothing: an untrained stand-in for the tests"}
+    entry = build_entry(model, stand_in, net, dec, parity(model, net, dec), {"pairs": 0}, rule, 23)
+    card = json.loads((out / "model-card.json").read_text())
+    card["multimnist"] = entry
+    (out / "model-card.json").write_text(json.dumps(card, indent=1))
+    return out

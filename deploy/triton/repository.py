@@ -1,4 +1,5 @@
-"""Lay out a Triton model repository: <model>/config.pbtxt and <model>/1/model.onnx for the network and its decoder.
+"""Lay out a Triton model repository: <model>/config.pbtxt and <model>/1/model.onnx for the network and its decoder, and
+where the card has it, the two-digit network and its decoder (`multimnist`, `multimnist-decoder`).
 
 The model.onnx files are relative symbolic links into weights/ by default, so the repository adds no copy of the
 weights to git and follows every re-export; `copy=True` writes real files, for object storage (KServe's storageUri)
@@ -15,12 +16,13 @@ from pathlib import Path
 
 from deploy.triton.config import Serving, build_config, to_pbtxt
 from deploy.triton.graph import read_signature
-from model import DECODER_FILE
-from service.card import ModelCard, choose_precision, model_file_for, verify_files
+from model import DECODER_FILE, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
+from service.card import ModelCard, PairCard, choose_precision, model_file_for, verify_files
 
 log = logging.getLogger("capsnet.deploy.triton")
 
 CAPSNET, DECODER = "capsnet", "decoder"  # the model names a client asks Triton for
+PAIRS, PAIR_DECODER = "multimnist", "multimnist-decoder"  # as the service's Open Inference Protocol names them
 VERSION = "1"
 
 
@@ -40,10 +42,21 @@ def plan(card: ModelCard, precision: str, serving: Serving, decoder_max_batch: i
     chosen = choose_precision(card, precision, serving.kind.upper())
     if serving.tensorrt_fp16 and chosen != "fp32":
         raise ValueError("TensorRT FP16 is built from the FP32 file; leave --precision at auto or fp32")
-    return [
+    models = [
         Model(CAPSNET, model_file_for(card, chosen), chosen, serving),
         Model(DECODER, DECODER_FILE, "fp32", replace(serving, max_batch_size=decoder_max_batch)),
     ]
+    if card.multimnist is not None:  # FP32: there is no INT8 file of the two-digit network
+        models += [
+            Model(PAIRS, MULTIMNIST_FILE, "fp32", serving),
+            Model(PAIR_DECODER, MULTIMNIST_DECODER_FILE, "fp32", replace(serving, max_batch_size=decoder_max_batch)),
+        ]
+    return models
+
+
+def _entry(card: ModelCard, m: Model) -> ModelCard | PairCard:
+    """The part of the card that lists the model's file: the two-digit network has its own entry."""
+    return card.multimnist if m.name in (PAIRS, PAIR_DECODER) and card.multimnist is not None else card
 
 
 def _place(source: Path, target: Path, copy: bool) -> None:
@@ -57,13 +70,15 @@ def _place(source: Path, target: Path, copy: bool) -> None:
 
 def write_repository(weights: Path, card: ModelCard, out: Path, models: list[Model], copy: bool = False) -> list[Path]:
     """Write each model's config.pbtxt and version folder; returns the config files written."""
-    verify_files(weights, card, [m.source for m in models])
+    for m in models:
+        verify_files(weights, _entry(card, m), [m.source])
     written = []
     for m in models:
         source = weights / m.source
         config = build_config(m.name, read_signature(source), m.serving)
+        entry = _entry(card, m)
         header = (
-            f"Written by `python -m deploy.triton` from {m.source} ({m.precision}) and the model card of {card.name} {card.version};\n"
+            f"Written by `python -m deploy.triton` from {m.source} ({m.precision}) and the model card of {entry.name} {entry.version};\n"
             "regenerate rather than edit (tests/deploy checks this file against the ONNX graph)."
         )
         folder = out / m.name

@@ -6,18 +6,30 @@ multiply-adds, and a queue hop would cost more than the call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from anyio import to_thread
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from service.body import BodyRoute
 from service.errors import Invalid
 from service.imaging import encode_png, tile_grid
+from service.pairs import pair_engine
 from service.responses import FastJSON, picture
 from service.schemas import ERRORS, Perturbation, PerturbRequest, Reconstruction, ReconstructRequest
 from service.state import AppState, ReadyDep
 
 router = APIRouter(tags=["decoder"], route_class=BodyRoute)
+
+MODEL_PARAM = {
+    "name": "model",
+    "in": "query",
+    "required": False,
+    "description": "`capsnet` (the default) or `multimnist`: whose decoder draws the pose (36x36 for multimnist)",
+    "schema": {"enum": ["capsnet", "multimnist"], "default": "capsnet", "title": "Model"},
+}
+Decoder = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 DEFAULT_DELTAS = [round(-0.25 + 0.05 * k, 2) for k in range(11)]  # the paper's Figure 4 range
 
@@ -34,17 +46,37 @@ def _pose(digit: int, pose: list[float], state: AppState) -> np.ndarray:
     return arr
 
 
-@router.post("/reconstruct", response_model=Reconstruction, responses=ERRORS, summary="Decode one digit capsule's pose into an image")
-async def reconstruct(req: ReconstructRequest, state: ReadyDep) -> FastJSON:
+def _decoder(request: Request, state: AppState) -> tuple[Decoder, int]:
+    """The decoder `?model=` names and the side of what it draws."""
+    pairs = pair_engine(request, state)
+    return (pairs.reconstruct, pairs.card.image_size) if pairs is not None else (state.engine.reconstruct, state.card.image_size)
+
+
+@router.post(
+    "/reconstruct",
+    response_model=Reconstruction,
+    responses=ERRORS,
+    openapi_extra={"parameters": [MODEL_PARAM]},
+    summary="Decode one digit capsule's pose into an image",
+)
+async def reconstruct(request: Request, req: ReconstructRequest, state: ReadyDep) -> FastJSON:
     """The decoder on `pose` placed in capsule `digit` (all other capsules zero), as in training."""
+    decoder, _ = _decoder(request, state)
     pose = _pose(req.digit, req.pose, state)
-    img = await to_thread.run_sync(state.engine.reconstruct, np.array([req.digit], np.int64), pose[None])
+    img = await to_thread.run_sync(decoder, np.array([req.digit], np.int64), pose[None])
     return FastJSON({"reconstruction": picture(img[0, 0])})
 
 
-@router.post("/perturb", response_model=Perturbation, responses=ERRORS, summary="The paper's Figure 4 for one pose")
-async def perturb(req: PerturbRequest, state: ReadyDep) -> FastJSON:
+@router.post(
+    "/perturb",
+    response_model=Perturbation,
+    responses=ERRORS,
+    openapi_extra={"parameters": [MODEL_PARAM]},
+    summary="The paper's Figure 4 for one pose",
+)
+async def perturb(request: Request, req: PerturbRequest, state: ReadyDep) -> FastJSON:
     """Each of the 16 dimensions in turn shifted by each delta: one row per dimension, one column per delta."""
+    decoder, side = _decoder(request, state)
     pose = _pose(req.digit, req.pose, state)
     deltas = DEFAULT_DELTAS if req.deltas is None else req.deltas
     limit = state.settings.max_deltas
@@ -59,7 +91,7 @@ async def perturb(req: PerturbRequest, state: ReadyDep) -> FastJSON:
     digits = np.full(dim * len(d), req.digit, np.int64)
 
     def run() -> str:
-        imgs = state.engine.reconstruct(digits, poses.reshape(-1, dim))  # [16*D,1,S,S]
+        imgs = decoder(digits, poses.reshape(-1, dim))  # [16*D,1,S,S]
         s = imgs.shape[-1]
         return encode_png(tile_grid(imgs.reshape(dim, len(d), s, s)))
 
@@ -68,6 +100,6 @@ async def perturb(req: PerturbRequest, state: ReadyDep) -> FastJSON:
         {
             "digit": req.digit,
             "deltas": [float(x) for x in deltas],
-            "grid": {"png": png, "rows": dim, "cols": len(d), "tile": state.card.image_size},
+            "grid": {"png": png, "rows": dim, "cols": len(d), "tile": side},
         }
     )

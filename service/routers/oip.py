@@ -1,4 +1,5 @@
-"""The Open Inference Protocol (KServe v2, Triton's HTTP/REST API) for both graphs, `capsnet` and `decoder`.
+"""The Open Inference Protocol (KServe v2, Triton's HTTP/REST API) for the graphs, `capsnet` and `decoder`, and where the
+card has it, the two-digit network's `multimnist` and `multimnist-decoder` (service/pairs.py).
 
 Why: a client written for Triton or KServe (tritonclient, KServe's own) talks to this service unchanged, and the same
 client code serves both while the models move to Triton (deploy/triton serves the same two graphs under the same names).
@@ -28,13 +29,15 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from model import DECODER_FILE
+from model import DECODER_FILE, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
 from service.batcher import Inference, InferenceFailed, Overloaded
 from service.body import off_loop, read_limited
 from service.errors import ClientError
 from service.metrics import PhaseTimer
 from service.oip import HEADER_LENGTH, InferRequest, ModelSpec, OIPError, bad, decompress, encode_response, parse_request, triton_config
 from service.oip_stats import ModelStats, Phases
+from service.pairs import DECODER_NAME as PAIR_DECODER
+from service.pairs import NAME as PAIRS
 from service.schemas import (
     InferenceRequest,
     InferenceResponse,
@@ -49,11 +52,11 @@ from service.state import AppState, StateDep
 log = logging.getLogger("capsnet.oip")
 
 VERSION = "1"  # the one version of each model, as in deploy/triton's repository (capsnet/1, decoder/1)
-MODELS = ("capsnet", "decoder")
+MODELS = ("capsnet", "decoder", PAIRS, PAIR_DECODER)  # the last two where the card has the two-digit network
 EXTENSIONS = ["binary_tensor_data", "model_configuration", "statistics"]
 # Documented as the names there are (a generated client, or schemathesis, then sends real ones); not validated as an
 # enum, so that another name is the protocol's 404, not a 422
-ModelName = Annotated[str, Path(description="capsnet or decoder", json_schema_extra={"enum": list(MODELS)})]
+ModelName = Annotated[str, Path(description="capsnet, decoder, multimnist or multimnist-decoder", json_schema_extra={"enum": list(MODELS)})]
 ModelVersion = Annotated[str, Path(description=f"the only version, {VERSION}", json_schema_extra={"enum": [VERSION]})]
 
 
@@ -129,8 +132,15 @@ def _model(state: AppState, name: str, version: str) -> ModelSpec:
     engine = state.engine
     if not state.ready or engine is None:
         raise OIPError(503, f"model '{name}' is loading; retry shortly", {"Retry-After": "1"})
-    inputs, outputs = engine.signatures()[name]
-    return ModelSpec(name, inputs, outputs, state.settings.max_batch if name == "capsnet" else decoder_max_batch(state))
+    if name in (PAIRS, PAIR_DECODER):
+        if state.pairs is None:
+            raise OIPError(
+                404, f"Request for unknown model: '{name}' is not served here (no multimnist entry in the card, or a remote engine)"
+            )
+        inputs, outputs = state.pairs.signatures()[name]
+    else:
+        inputs, outputs = engine.signatures()[name]
+    return ModelSpec(name, inputs, outputs, state.settings.max_batch if name in ("capsnet", PAIRS) else decoder_max_batch(state))
 
 
 def _stats(request: Request) -> dict[str, ModelStats]:
@@ -154,7 +164,29 @@ async def _run_decoder(state: AppState, req: InferRequest) -> Inference:
     return Inference({"reconstruction": recon}, 0.0, time.perf_counter() - start)
 
 
-RUN: dict[str, Callable[[AppState, InferRequest], Awaitable[Inference]]] = {"capsnet": _run_capsnet, "decoder": _run_decoder}
+async def _run_pairs(state: AppState, req: InferRequest) -> Inference:
+    assert state.pairs is not None  # _model said so
+    start = time.perf_counter()
+    out = await state.pairs.predict(req.inputs["image"])
+    return Inference(out, 0.0, time.perf_counter() - start)
+
+
+async def _run_pair_decoder(state: AppState, req: InferRequest) -> Inference:
+    assert state.pairs is not None
+    digits, k = req.inputs["digit"], state.pairs.card.num_classes
+    if digits.min() < 0 or digits.max() >= k:
+        raise bad(f"input 'digit': values must be digit capsules 0-{k - 1}")
+    start = time.perf_counter()
+    recon = await state.pairs.decode(digits, req.inputs["pose"])
+    return Inference({"reconstruction": recon}, 0.0, time.perf_counter() - start)
+
+
+RUN: dict[str, Callable[[AppState, InferRequest], Awaitable[Inference]]] = {
+    "capsnet": _run_capsnet,
+    "decoder": _run_decoder,
+    PAIRS: _run_pairs,
+    PAIR_DECODER: _run_pair_decoder,
+}
 
 
 # ---- server ----
@@ -189,7 +221,13 @@ async def server_ready(state: StateDep) -> Response:
 
 @router.get("/v2/models/stats", response_model=ModelStatistics, summary="Inference statistics of every model (Triton's extension)")
 async def all_stats(request: Request) -> JSONResponse:
-    return JSONResponse({"model_stats": [s.as_json(name, VERSION) for name, s in _stats(request).items()]})
+    served = _served(request.app.state.capsnet)
+    return JSONResponse({"model_stats": [s.as_json(name, VERSION) for name, s in _stats(request).items() if name in served]})
+
+
+def _served(state: AppState) -> tuple[str, ...]:
+    """The models this instance answers for: the two-digit ones only where they were loaded."""
+    return MODELS if state.pairs is not None else MODELS[:2]
 
 
 # ---- one model: each endpoint with and without the version ----
@@ -209,11 +247,14 @@ def _config(state: AppState, name: str, version: str) -> JSONResponse:
     kind = "KIND_GPU" if engine.device == "GPU" else "KIND_CPU"
     if name == "capsnet":
         return JSONResponse(triton_config(model, engine.model_file, kind, state.batcher.workers, round(s.max_wait_ms * 1000)))
-    return JSONResponse(triton_config(model, DECODER_FILE, kind, 1, None))
+    files = {"decoder": DECODER_FILE, PAIRS: MULTIMNIST_FILE, PAIR_DECODER: MULTIMNIST_DECODER_FILE}
+    return JSONResponse(triton_config(model, files[name], kind, 1, None))
 
 
 def _model_stats(request: Request, name: str, version: str) -> JSONResponse:
     _known(name, version)
+    if name not in _served(request.app.state.capsnet):
+        raise OIPError(404, f"Request for unknown model: '{name}' is not served here")
     return JSONResponse({"model_stats": [_stats(request)[name].as_json(name, VERSION)]})
 
 
@@ -376,8 +417,9 @@ async def model_version_stats(request: Request, model_name: ModelName, model_ver
 )
 async def infer(request: Request, model_name: ModelName, state: StateDep) -> Response:
     """`capsnet`: `image` FP32 [N,1,28,28] (N <= CAPSNET_MAX_BATCH) -> `lengths`, `poses`, `reconstruction`, `coupling`;
-    `decoder`: `digit` INT64 [N] and `pose` FP32 [N,16] -> `reconstruction`. Any media type (tritonclient sends none):
-    the `Inference-Header-Content-Length` header says whether binary tensor data follows the JSON."""
+    `decoder`: `digit` INT64 [N] and `pose` FP32 [N,16] -> `reconstruction`; `multimnist`: `image` FP32 [N,1,36,36] ->
+    `lengths`, `poses`, `reconstructions` [N,2,1,36,36]; `multimnist-decoder`: as `decoder`, 36x36. Any media type
+    (tritonclient sends none): the `Inference-Header-Content-Length` header says whether binary tensor data follows."""
     return await _infer(request, state, model_name, "")
 
 

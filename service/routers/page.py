@@ -28,5 +28,9 @@ async def index(request: Request, state: ReadyDep) -> HTMLResponse:
         "primary_grid": card.primary_grid,
         "primary_stride": card.architecture.primary_stride,
         "primary_channels": card.primary_channels,
+        # section 7, two digits at once: when the two-digit network is served here
+        "pairs": state.pairs is not None,
+        "pair_size": state.pairs.card.image_size if state.pairs is not None else None,
+        "pair_sample": state.pairs is not None and state.test_digits is not None and state.test_digits.available(),
     }
     return templates.TemplateResponse(request, "index.html", ctx)

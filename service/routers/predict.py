@@ -3,6 +3,7 @@ transformed copies of what the network sees."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, TypeVar
 
 import numpy as np
@@ -17,9 +18,22 @@ from service.errors import Invalid, for_item
 from service.imaging import decode_base64, encode_png
 from service.metrics import PhaseTimer
 from service.multipart import file_parts
+from service.pairs import NAME as PAIRS
+from service.pairs import PairEngine, pair_engine
+from service.pairs import answer as pair_answer
 from service.responses import FastJSON, picture, rounded
 from service.routing import NoRouting
-from service.schemas import ERRORS, BatchPrediction, ErrorBody, PredictBatchJSON, Prediction, PredictJSON, Probe, ProbeJSON
+from service.schemas import (
+    ERRORS,
+    BatchPrediction,
+    ErrorBody,
+    PairPrediction,
+    PredictBatchJSON,
+    Prediction,
+    PredictJSON,
+    Probe,
+    ProbeJSON,
+)
 from service.state import AppState, ReadyDep
 from service.uploads import to_inputs
 
@@ -46,9 +60,10 @@ async def _preprocess_all(blobs: list[bytes], state: AppState) -> np.ndarray:
     return await to_inputs(blobs, state.decode_pool, s.max_image_pixels, s.inline_decode_pixels, card.image_size, card.digit_box)
 
 
-def _pixel_array(nested: list, state: AppState, what: str, ndim: int) -> np.ndarray:
-    """Nested lists -> float32 [..., S, S]; ragged or mis-sized input is a 422 naming the shape expected."""
-    s = state.card.image_size
+def _pixel_array(nested: list, state: AppState, what: str, ndim: int, size: int | None = None) -> np.ndarray:
+    """Nested lists -> float32 [..., S, S] (S: `size`, else the MNIST network's); ragged or mis-sized input is a 422 naming
+    the shape expected."""
+    s = size or state.card.image_size
     try:
         arr = np.array(nested, dtype=np.float32)
     except ValueError:
@@ -191,22 +206,67 @@ ROUTING_TYPE_PARAM = {
 }
 
 
+MODEL_PARAM = {
+    "name": "model",
+    "in": "query",
+    "required": False,
+    "description": "`capsnet` (the default): one digit; `multimnist`: two overlapping digits, answered as `PairPrediction` "
+    "(include and routing_type are for capsnet only)",
+    "schema": {"enum": ["capsnet", PAIRS], "default": "capsnet", "title": "Model"},
+}
+
+
 def _with_include(spec: dict) -> dict:
     return {**spec, "parameters": [INCLUDE_PARAM, ROUTING_TYPE_PARAM]}
 
 
+async def _pair_images(body: Body, state: AppState, pairs: PairEngine) -> np.ndarray:
+    """One upload as the two-digit network wants it: [1,1,36,36], the two digits' ink scaled together to the card's box."""
+    size, box = pairs.card.image_size, pairs.card.input.pair_box
+    s = state.settings
+    if body.media_type == MULTIPART:
+        files = await off_loop(state, lambda data: file_parts(data, body.content_type, "file", 1), body.data)
+    else:
+        one = _validated(body.json, PredictJSON)
+        if one.pixels is not None:
+            return _pixel_array(one.pixels, state, "pixels", 2, size)[None, None]
+        files = [decode_base64(one.image, s.max_body_bytes)]
+    return await to_inputs(files, state.decode_pool, s.max_image_pixels, s.inline_decode_pixels, size, box)
+
+
+async def _predict_pair(request: Request, body: Body, state: AppState, pairs: PairEngine) -> FastJSON:
+    if request.query_params.get("include") or request.query_params.get("routing_type"):
+        raise Invalid(f"include and routing_type are for model=capsnet, not {PAIRS}")
+    timer = PhaseTimer(state.metrics, f"/predict?model={PAIRS}", body.parse_s)
+    images = await _pair_images(body, state, pairs)
+    timer.preprocessed()
+    start = time.perf_counter()
+    out = await pairs.predict(images)
+    timer.inferred(0.0, time.perf_counter() - start)
+    response = FastJSON(pair_answer(pairs, out, images[0], state.card.digit_rule))
+    timer.postprocessed()
+    return response
+
+
 @router.post(
     "/predict",
-    response_model=Prediction,
-    responses=PREDICT_ERRORS,
-    openapi_extra=_with_include(_body_spec(PredictJSON, multiple=False)),
-    summary="Classify one digit: capsule lengths, poses, reconstruction",
+    response_model=Prediction | PairPrediction,
+    responses={
+        **PREDICT_ERRORS,
+        404: {"model": ErrorBody, "description": "include=routing without a routing trace, or a model not served"},
+    },
+    openapi_extra={**_body_spec(PredictJSON, multiple=False), "parameters": [INCLUDE_PARAM, ROUTING_TYPE_PARAM, MODEL_PARAM]},
+    summary="Classify one digit (or, with ?model=multimnist, two overlapping ones): capsule lengths, poses, reconstruction",
 )
 async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     """Send an image as multipart field `file`, as JSON `{"image": base64}`, or MNIST-like `{"pixels": 28x28}`.
 
     Images are made to look like MNIST first (ink bright on black, fit to 20x20, centred by mass);
-    `pixels` go to the network as they are."""
+    `pixels` go to the network as they are. With `?model=multimnist` the picture holds two overlapping digits (dark on
+    light or light on dark, any size; `pixels` 36x36): both are scaled together onto the 36x36 canvas, and the answer names
+    each digit the capsules find and redraws each from its own capsule."""
+    if (pairs := pair_engine(request, state)) is not None:
+        return await _predict_pair(request, body, state, pairs)
     timer = PhaseTimer(state.metrics, "/predict", body.parse_s)
     extras = _extras(request.query_params.get("include"))
     capsule_type = _routing(request, extras, state)

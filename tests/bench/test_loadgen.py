@@ -48,5 +48,6 @@ def test_paired_ratio_divides_each_service_run_by_the_in_process_rates_around_it
     for r in rows:
         assert r["in_process_batch"] == 4 and r["in_process_images_per_s"] > 0 and r["errors"] == 0
         assert abs(r["in_process_images_per_s"] - (r["in_process_before"] + r["in_process_after"]) / 2) <= 0.1
-        assert r["ratio"] == round(r["service_rps"] / r["in_process_images_per_s"], 3)
+        # from the unrounded rates: the rounded ones shown beside it may move the third decimal by one
+        assert abs(r["ratio"] - r["service_rps"] / r["in_process_images_per_s"]) <= 0.0015
     assert rows[1]["in_process_before"] == rows[0]["in_process_after"]  # one in-process run between two service runs

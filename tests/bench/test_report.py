@@ -130,3 +130,16 @@ def test_the_container_table_gives_size_and_each_build(tmp_path):
     assert "| cpu | 749.1 | 42.0 | 0.9 | 3.1 | 2.5 |" in md and "podman 4.3.1" in md and "python:3.11-slim-bookworm 225.0" in md
     (tmp_path / "containers.json").write_text(json.dumps({"skipped": "no container engine"}))
     assert "## Container images" not in render(tmp_path)
+
+
+def test_the_two_digit_network_has_its_rows(tmp_path):
+    data = {
+        "model": "6ep-1a2b3c4d",
+        "duration_s": 8,
+        "in_process": [{"batch": 1, "ms_per_call": 9.5, "images_per_s": 105.3}],
+        "service": [{**_load_row("", 1, 40.0)}],
+    }
+    (tmp_path / "pairs.json").write_text(json.dumps(data))
+    md = render(tmp_path)
+    assert "## Two digits at once (multimnist.onnx, 6ep-1a2b3c4d)" in md
+    assert "| 1 | 9.5 | 105.3 |" in md and "| 1 | 40.0 | 3.0 | 5.0 | 0 |" in md

@@ -20,7 +20,8 @@ from tests.conftest import WEIGHTS
 
 CARD = json.loads((WEIGHTS / "model-card.json").read_text())
 TRITON_TYPES = {"tensor(float)": mc.TYPE_FP32, "tensor(int64)": mc.TYPE_INT64}
-MODELS = ["capsnet", "decoder"]
+PAIR_MODELS = ["multimnist", "multimnist-decoder"]
+MODELS = ["capsnet", "decoder"] + (PAIR_MODELS if "multimnist" in CARD else [])  # the two-digit network where the card has it
 
 
 def _configs(root: Path) -> dict[str, mc.ModelConfig]:
@@ -45,7 +46,7 @@ def _check_against_graph(config: mc.ModelConfig, onnx_file: Path) -> None:
                 assert list(t.dims) == g.shape[1:] and not t.HasField("reshape"), t.name
 
 
-def test_the_committed_repository_holds_both_models():
+def test_the_committed_repository_holds_every_model():
     configs = _configs(COMMITTED)
     assert sorted(configs) == MODELS
     for name, config in configs.items():
@@ -63,10 +64,15 @@ def test_each_committed_config_matches_its_onnx_graph(name):
 
 def test_the_committed_models_are_links_to_the_served_weights():
     """GPU instances serve FP32 (auto on a GPU, as the service chooses), the decoder as it is; no copy of the weights in git."""
-    for name, source in (("capsnet", "capsnet.onnx"), ("decoder", "decoder.onnx")):
+    pairs = CARD["multimnist"]["files"] if "multimnist" in CARD else {}
+    for name, source, files in (
+        ("capsnet", "capsnet.onnx", CARD["files"]),
+        ("decoder", "decoder.onnx", CARD["files"]),
+        *((("multimnist", "multimnist.onnx", pairs), ("multimnist-decoder", "multimnist-decoder.onnx", pairs)) if pairs else ()),
+    ):
         link = COMMITTED / name / "1" / "model.onnx"
         assert link.is_symlink() and link.resolve() == (WEIGHTS / source).resolve()
-        assert _sha256(link) == CARD["files"][source]["sha256"]
+        assert _sha256(link) == files[source]["sha256"]
         # the compose service mounts the repository at /models and weights/ at /weights: the same link resolves there
         assert posixpath.normpath(posixpath.join(f"/models/{name}/1", str(link.readlink()))) == f"/weights/{source}"
 
@@ -151,3 +157,16 @@ def test_the_graph_check_catches_a_wrong_declaration():
     config.output[1].dims[:] = [16, 10]
     with pytest.raises(AssertionError):
         _check_against_graph(config, WEIGHTS / "capsnet.onnx")
+
+
+def test_the_two_digit_network_joins_the_repository_where_the_card_has_it(tmp_path, pair_weights):
+    """`python -m deploy.triton` on weights whose card has the MultiMNIST network: both of its graphs, each config matching
+    its graph, batched as the MNIST pair (the network as the front's /predict, its decoder as the MNIST decoder)."""
+    main(["--weights", str(pair_weights), "--out", str(tmp_path)])
+    configs = _configs(tmp_path)
+    assert sorted(configs) == ["capsnet", "decoder", *PAIR_MODELS]
+    for name in PAIR_MODELS:
+        _check_against_graph(configs[name], tmp_path / name / "1" / "model.onnx")
+        assert (tmp_path / name / "1" / "model.onnx").resolve().parent == pair_weights.resolve()
+    assert configs["multimnist"].max_batch_size == configs["capsnet"].max_batch_size
+    assert configs["multimnist-decoder"].max_batch_size == configs["decoder"].max_batch_size

@@ -41,10 +41,11 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def base_url(browser: Any) -> Iterator[str]:
+def base_url(browser: Any, request: pytest.FixtureRequest) -> Iterator[str]:
     """The real service (`python -m service`) on a free loopback port; needs the browser first, so a
-    run without Chromium skips before starting it."""
-    server = Server({"CAPSNET_LOG_LEVEL": "warning"})
+    run without Chromium skips before starting it. Its weights are `pair_weights` (tests/conftest.py): weights/, with the
+    two-digit network of section 7 beside it while the committed card has none."""
+    server = Server({"CAPSNET_LOG_LEVEL": "warning"}, weights=request.getfixturevalue("pair_weights"))
     try:
         server.wait_ready(READY_TIMEOUT_S)
     except (RuntimeError, TimeoutError) as e:

@@ -146,3 +146,15 @@ def test_the_front_runs_its_models_on_real_triton(tritonserver):
     finally:
         front.stop()
         local.stop()
+
+
+@pytest.mark.skipif("multimnist" not in MODELS, reason="the committed repository has no two-digit network yet")
+def test_the_two_digit_network_equals_onnxruntime(client):
+    """`multimnist` on Triton answers as its ONNX file does in onnxruntime: the same graph, the same names, 36x36."""
+    x = np.random.default_rng(36).random((3, 1, 36, 36), dtype=np.float32)
+    names = ["lengths", "poses", "reconstructions"]
+    result = client.infer("multimnist", [_image_input(x, True)], outputs=[triton.InferRequestedOutput(n, binary_data=True) for n in names])
+    expected = dict(zip(names, _session("multimnist").run(names, {"image": x})))
+    for name in names:
+        np.testing.assert_allclose(result.as_numpy(name), expected[name], atol=1e-4, err_msg=name)
+    assert result.as_numpy("reconstructions").shape == (3, 2, 1, 36, 36)

@@ -1,0 +1,251 @@
+/* Two digits at once (section 7): the MultiMNIST network of the paper's section 6, live.
+ *
+ * Draw a digit, then another over it: each stroke keeps the colour of the digit it belongs to (on screen only: the
+ * network gets one grey picture, as it would a photo). /predict?model=multimnist answers with the two longest capsules
+ * and the decoder's redrawing from each, shown overlaid in red and green as in the paper's Figure 5 and each alone.
+ * The sliders shift either capsule's pose through /reconstruct?model=multimnist. "Two random test digits" asks the
+ * server for a pair made from MNIST's test set, where the server has it.
+ */
+
+var PREDICT = "/predict?model=multimnist";
+var RECONSTRUCT = "/reconstruct?model=multimnist";
+var SAMPLE = "/multimnist/sample";
+var COLOURS = ["#d62828", "#2a9d3a"]; // first digit red, second green, as in Figure 5
+var EXPORT_SIZE = 280;
+var LIVE_INTERVAL_MS = 120;
+
+export function createPairs(opts) {
+  var root = document.getElementById("pairs");
+  if (!root) return null;
+  var channel = opts.channel;
+  var dim = opts.cfg.digitDim;
+  var size = parseInt(root.dataset.pairSize, 10);
+
+  function $(id) { return document.getElementById(id); }
+  var els = {
+    canvas: $("pair-canvas"), inks: [$("pair-ink-1"), $("pair-ink-2")], clear: $("pair-clear"), random: $("pair-random"),
+    verdict: $("pair-verdict"), input: $("pair-input"), overlay: $("pair-overlay"), alone: [$("pair-alone-1"), $("pair-alone-2")],
+    aloneCaption: [$("pair-alone-1-digit"), $("pair-alone-2-digit")], capsule: $("pair-capsule"), reset: $("pair-reset")
+  };
+  var bars = Array.prototype.map.call(root.querySelectorAll("#pair-lengths li"), function (li) {
+    return { li: li, fill: li.querySelector(".routing-fill") };
+  });
+  var sliders = [];
+  for (var d = 0; d < dim; d++) sliders.push({ input: $("pair-slider-" + d), out: $("pair-out-" + d) });
+
+  var state = {
+    strokes: [], current: null, pointerId: null, ink: 0,
+    sample: null, // a random test pair's 36x36 pixels (drawn under the strokes)
+    result: null, // the last answer
+    recon: [null, null], // the two redrawings' pixels, as shown (after the sliders)
+    deltas: new Array(dim).fill(0)
+  };
+
+  /* ---- drawing: strokes in their digit's colour on screen, one grey ink for the network ---- */
+  var ctx = els.canvas.getContext("2d");
+  var exportCanvas = document.createElement("canvas");
+  exportCanvas.width = exportCanvas.height = EXPORT_SIZE;
+
+  function paint(c, px, colours) {
+    c.fillStyle = "#ffffff";
+    c.fillRect(0, 0, px, px);
+    if (state.sample) {
+      var img = c.createImageData(size, size), tmp = document.createElement("canvas");
+      tmp.width = tmp.height = size;
+      for (var i = 0; i < size * size; i++) {
+        var v = 255 - Math.round(255 * state.sample[Math.floor(i / size)][i % size]);
+        img.data.set([v, v, v, 255], 4 * i);
+      }
+      tmp.getContext("2d").putImageData(img, 0, 0);
+      c.imageSmoothingEnabled = true;
+      c.drawImage(tmp, 0, 0, px, px);
+    }
+    c.lineCap = c.lineJoin = "round";
+    c.lineWidth = px / 14;
+    var all = state.current ? state.strokes.concat([state.current]) : state.strokes;
+    all.forEach(function (s) {
+      c.strokeStyle = c.fillStyle = colours ? COLOURS[s.ink] : "#111418";
+      c.beginPath();
+      if (s.pts.length === 1) {
+        c.arc(s.pts[0][0] * px, s.pts[0][1] * px, c.lineWidth / 2, 0, 2 * Math.PI);
+        c.fill();
+        return;
+      }
+      c.moveTo(s.pts[0][0] * px, s.pts[0][1] * px);
+      for (var k = 1; k < s.pts.length; k++) c.lineTo(s.pts[k][0] * px, s.pts[k][1] * px);
+      c.stroke();
+    });
+  }
+
+  function fit() {
+    var rect = els.canvas.getBoundingClientRect(), ratio = window.devicePixelRatio || 1;
+    var px = Math.max(1, Math.round(rect.width * ratio));
+    if (els.canvas.width !== px) { els.canvas.width = els.canvas.height = px; }
+    redraw();
+  }
+  function redraw() { paint(ctx, els.canvas.width, true); }
+  function isEmpty() { return !state.strokes.length && !state.current && !state.sample; }
+
+  function pointFrom(e) {
+    var r = els.canvas.getBoundingClientRect();
+    return [Math.min(1, Math.max(0, (e.clientX - r.left) / r.width)), Math.min(1, Math.max(0, (e.clientY - r.top) / r.height))];
+  }
+  els.canvas.addEventListener("pointerdown", function (e) {
+    if (state.pointerId !== null || (e.pointerType === "mouse" && e.button !== 0)) return;
+    e.preventDefault();
+    state.pointerId = e.pointerId;
+    try { els.canvas.setPointerCapture(e.pointerId); } catch (err) { /* synthetic events */ }
+    state.current = { ink: state.ink, pts: [pointFrom(e)] };
+    redraw();
+    live();
+  });
+  els.canvas.addEventListener("pointermove", function (e) {
+    if (e.pointerId !== state.pointerId || !state.current) return;
+    e.preventDefault();
+    var evs = typeof e.getCoalescedEvents === "function" ? e.getCoalescedEvents() : [];
+    (evs.length ? evs : [e]).forEach(function (ev) { state.current.pts.push(pointFrom(ev)); });
+    redraw();
+    live();
+  });
+  function endStroke(e) {
+    if (e.pointerId !== state.pointerId) return;
+    state.pointerId = null;
+    if (state.current) { state.strokes.push(state.current); state.current = null; }
+    redraw();
+    predict();
+  }
+  els.canvas.addEventListener("pointerup", endStroke);
+  els.canvas.addEventListener("pointercancel", endStroke);
+
+  function setInk(k) {
+    state.ink = k;
+    els.inks.forEach(function (b, i) { b.setAttribute("aria-pressed", String(i === k)); });
+  }
+  els.inks.forEach(function (b, i) { b.addEventListener("click", function () { setInk(i); }); });
+
+  els.clear.addEventListener("click", function () {
+    state.strokes = []; state.current = null; state.sample = null;
+    predictChannel.invalidate();
+    setInk(0);
+    show(null);
+    redraw();
+  });
+
+  if (els.random) {
+    els.random.addEventListener("click", function () {
+      fetch(SAMPLE).then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("HTTP " + r.status)); }).then(function (s) {
+        state.strokes = []; state.sample = s.pixels;
+        redraw();
+        els.verdict.dataset.truth = s.labels.join(",");
+        predict();
+      }).catch(function (err) { els.verdict.textContent = "Could not fetch a test pair: " + err.message; });
+    });
+  }
+
+  /* ---- prediction ---- */
+  var lastLive = 0, liveTimer = null;
+  function live() {
+    var wait = LIVE_INTERVAL_MS - (performance.now() - lastLive);
+    if (wait <= 0) predict();
+    else if (!liveTimer) liveTimer = setTimeout(function () { liveTimer = null; if (state.current) predict(); }, wait);
+  }
+  var predictChannel = channel(show, function (err) { els.verdict.textContent = err.message; });
+  function predict() {
+    lastLive = performance.now();
+    predictChannel.ask(function () {
+      if (isEmpty()) return null;
+      // a test pair alone goes as its own 36x36 pixels, exactly as the network's test pairs are made
+      if (state.sample && !state.strokes.length && !state.current) return { path: PREDICT, body: { pixels: state.sample } };
+      paint(exportCanvas.getContext("2d"), EXPORT_SIZE, false);
+      return { path: PREDICT, body: { image: exportCanvas.toDataURL("image/png") } };
+    });
+  }
+
+  function verdictText(data) {
+    if (data.blank) return "Nothing drawn yet";
+    var p = data.predictions;
+    if (p.length === 2) return "Two digits: " + p[0] + " and " + p[1];
+    return "One digit: " + p[0] + " (no second capsule is long enough; draw another digit over it)";
+  }
+
+  function show(data) {
+    state.result = data;
+    state.deltas.fill(0);
+    sliders.forEach(function (s) { s.input.value = 0; s.out.textContent = "0.00"; s.input.disabled = !data || data.blank; });
+    els.reset.disabled = !data || data.blank;
+    els.capsule.disabled = !data || data.blank;
+    var truth = state.sample && !state.strokes.length && data ? " (the test pair: " + els.verdict.dataset.truth.replace(",", " and ") + ")" : "";
+    els.verdict.textContent = (data ? verdictText(data) : "Draw two digits, one over the other") + truth;
+    els.verdict.dataset.predictions = data ? data.predictions.join(",") : "";
+    els.verdict.dataset.ranked = data ? data.ranked.join(",") : "";
+    bars.forEach(function (b, k) {
+      var v = data ? data.lengths[k] : 0, rank = data ? data.ranked.indexOf(k) : -1;
+      b.fill.style.height = (100 * v).toFixed(1) + "%";
+      b.li.className = rank === 0 ? "pair-first" : rank === 1 ? "pair-second" : "";
+      b.li.title = "capsule " + k + ": " + v.toFixed(2);
+    });
+    opts.setImage(els.input, data ? data.input.png : null);
+    for (var k = 0; k < 2; k++) {
+      state.recon[k] = data ? data.reconstructions[k].pixels : null;
+      opts.setImage(els.alone[k], data ? data.reconstructions[k].png : null);
+      els.aloneCaption[k].textContent = data ? String(data.ranked[k]) : "\u2013";
+      els.capsule.options[k].textContent = (k ? "second" : "first") + " capsule" + (data ? " (" + data.ranked[k] + ")" : "");
+    }
+    drawOverlay();
+  }
+
+  // Figure 5: the two redrawings in red and green over each other (yellow where both draw).
+  function drawOverlay() {
+    var c = els.overlay.getContext("2d"), img = c.createImageData(size, size);
+    for (var i = 0; i < size * size; i++) {
+      var r = state.recon[0] ? state.recon[0][Math.floor(i / size)][i % size] : 0;
+      var g = state.recon[1] ? state.recon[1][Math.floor(i / size)][i % size] : 0;
+      img.data.set([Math.round(255 * r), Math.round(255 * g), 0, 255], 4 * i);
+    }
+    c.putImageData(img, 0, 0);
+    els.overlay.classList.toggle("is-empty", !state.result);
+  }
+
+  /* ---- the pose sliders on either capsule ---- */
+  var reconstructChannel = channel(function (data, req) {
+    state.recon[req.which] = data.reconstruction.pixels;
+    opts.setImage(els.alone[req.which], data.reconstruction.png);
+    drawOverlay();
+  }, function (err) { els.verdict.textContent = err.message; });
+
+  function reconstruct() {
+    reconstructChannel.ask(function () {
+      if (!state.result) return null;
+      var which = parseInt(els.capsule.value, 10), digit = state.result.ranked[which];
+      var pose = state.result.poses[digit].map(function (v, i) { return v + state.deltas[i]; });
+      return { path: RECONSTRUCT, body: { digit: digit, pose: pose }, which: which };
+    });
+  }
+  sliders.forEach(function (s, i) {
+    s.input.addEventListener("input", function () {
+      state.deltas[i] = parseFloat(s.input.value);
+      s.out.textContent = state.deltas[i].toFixed(2);
+      reconstruct();
+    });
+  });
+  function resetSliders() {
+    state.deltas.fill(0);
+    sliders.forEach(function (s) { s.input.value = 0; s.out.textContent = "0.00"; });
+    reconstruct();
+  }
+  els.reset.addEventListener("click", resetSliders);
+  els.capsule.addEventListener("change", function () {
+    // the other capsule goes back to its own pose; the sliders start from zero on this one
+    if (state.result) {
+      var other = 1 - parseInt(els.capsule.value, 10);
+      state.recon[other] = state.result.reconstructions[other].pixels;
+      opts.setImage(els.alone[other], state.result.reconstructions[other].png);
+    }
+    resetSliders();
+  });
+
+  window.addEventListener("resize", fit);
+  fit();
+  show(null);
+  return { state: state };
+}
