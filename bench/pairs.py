@@ -15,7 +15,7 @@ from PIL import Image
 from bench.loadgen import build_request, load, multipart_png
 from bench.model import session
 from bench.payloads import MNIST
-from bench.server import Server
+from bench.server import REPO, Server
 from model import MULTIMNIST_FILE
 from model.machine import timed
 
@@ -61,4 +61,12 @@ def measure(weights: Path, min_seconds: float = 2.0, duration_s: float = 8.0) ->
             log.info("pairs /predict, %d clients: %s", c, s)
     finally:
         server.stop()
-    return {"model": card["multimnist"]["version"], "in_process": in_process, "service": service, "duration_s": duration_s}
+    test = card["multimnist"].get("test", {})
+    return {
+        "model": card["multimnist"]["version"],
+        "both_right": test.get("both_right"),
+        "committed": weights.resolve() == (REPO / "weights").resolve(),
+        "in_process": in_process,
+        "service": service,
+        "duration_s": duration_s,
+    }

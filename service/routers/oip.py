@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any
 
 from anyio import to_thread
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -338,97 +338,90 @@ INFER_RESPONSES = {
 }
 
 
-@router.get("/v2/models/{model_name}", response_model=ModelMetadata, responses=ERRORS, summary="Model metadata: inputs and outputs")
-async def model_metadata(model_name: ModelName, state: StateDep) -> JSONResponse:
-    return _metadata(state, model_name, "")
+async def _versioned(model_version: ModelVersion) -> None:
+    """Declares `{model_version}` on a versioned path, documented and checked as a path parameter; the handler, one for
+    both paths, reads it from the path (request.path_params), where the unversioned path has none."""
 
 
-@router.get(
-    "/v2/models/{model_name}/versions/{model_version}",
-    response_model=ModelMetadata,
-    responses=ERRORS,
-    summary="Model metadata of one version",
-)
-async def model_version_metadata(model_name: ModelName, model_version: ModelVersion, state: StateDep) -> JSONResponse:
-    return _metadata(state, model_name, model_version)
+def _version(request: Request) -> str:
+    return request.path_params.get("model_version", "")
 
 
-@router.get("/v2/models/{model_name}/ready", response_class=Response, responses=ERRORS, summary="Model ready (200, no body)")
-async def model_ready(model_name: ModelName, state: StateDep) -> Response:
-    return _ready(state, model_name, "")
+def _both(method: str, tail: str, endpoint: Callable[..., Any], names: tuple[str, str], summaries: tuple[str, str], **kw: Any) -> None:
+    """`endpoint` on /v2/models/{model_name}<tail> and on /v2/models/{model_name}/versions/{model_version}<tail>, each
+    route named as it was when each path had a function of its own (so /openapi.json's operationIds stay as they were)."""
+    router.add_api_route(f"/v2/models/{{model_name}}{tail}", endpoint, methods=[method], name=names[0], summary=summaries[0], **kw)
+    router.add_api_route(
+        f"/v2/models/{{model_name}}/versions/{{model_version}}{tail}",
+        endpoint,
+        methods=[method],
+        name=names[1],
+        summary=summaries[1],
+        dependencies=[Depends(_versioned)],
+        **kw,
+    )
 
 
-@router.get(
-    "/v2/models/{model_name}/versions/{model_version}/ready",
-    response_class=Response,
-    responses=ERRORS,
-    summary="Model version ready (200, no body)",
-)
-async def model_version_ready(model_name: ModelName, model_version: ModelVersion, state: StateDep) -> Response:
-    return _ready(state, model_name, model_version)
+async def model_metadata(request: Request, model_name: ModelName, state: StateDep) -> JSONResponse:
+    return _metadata(state, model_name, _version(request))
 
 
-@router.get(
-    "/v2/models/{model_name}/config",
-    response_model=TritonModelConfig,
-    responses=ERRORS,
-    summary="Triton's model configuration (model_config.proto as JSON)",
-)
-async def model_config(model_name: ModelName, state: StateDep) -> JSONResponse:
-    return _config(state, model_name, "")
+async def model_ready(request: Request, model_name: ModelName, state: StateDep) -> Response:
+    return _ready(state, model_name, _version(request))
 
 
-@router.get(
-    "/v2/models/{model_name}/versions/{model_version}/config",
-    response_model=TritonModelConfig,
-    responses=ERRORS,
-    summary="Triton's model configuration of one version",
-)
-async def model_version_config(model_name: ModelName, model_version: ModelVersion, state: StateDep) -> JSONResponse:
-    return _config(state, model_name, model_version)
+async def model_config(request: Request, model_name: ModelName, state: StateDep) -> JSONResponse:
+    return _config(state, model_name, _version(request))
 
 
-@router.get(
-    "/v2/models/{model_name}/stats",
-    response_model=ModelStatistics,
-    responses=NOT_FOUND,
-    summary="Inference statistics of one model (Triton's statistics extension)",
-)
 async def model_stats(request: Request, model_name: ModelName) -> JSONResponse:
-    return _model_stats(request, model_name, "")
+    return _model_stats(request, model_name, _version(request))
 
 
-@router.get(
-    "/v2/models/{model_name}/versions/{model_version}/stats",
-    response_model=ModelStatistics,
-    responses=NOT_FOUND,
-    summary="Inference statistics of one model version",
-)
-async def model_version_stats(request: Request, model_name: ModelName, model_version: ModelVersion) -> JSONResponse:
-    return _model_stats(request, model_name, model_version)
-
-
-@router.post(
-    "/v2/models/{model_name}/infer",
-    response_model=InferenceResponse,
-    responses=INFER_RESPONSES,
-    openapi_extra=INFER_DOC,
-    summary="Inference: JSON tensors or the binary tensor data extension",
-)
 async def infer(request: Request, model_name: ModelName, state: StateDep) -> Response:
     """`capsnet`: `image` FP32 [N,1,28,28] (N <= CAPSNET_MAX_BATCH) -> `lengths`, `poses`, `reconstruction`, `coupling`;
     `decoder`: `digit` INT64 [N] and `pose` FP32 [N,16] -> `reconstruction`; `multimnist`: `image` FP32 [N,1,36,36] ->
     `lengths`, `poses`, `reconstructions` [N,2,1,36,36]; `multimnist-decoder`: as `decoder`, 36x36. Any media type
     (tritonclient sends none): the `Inference-Header-Content-Length` header says whether binary tensor data follows."""
-    return await _infer(request, state, model_name, "")
+    return await _infer(request, state, model_name, _version(request))
 
 
-@router.post(
-    "/v2/models/{model_name}/versions/{model_version}/infer",
-    response_model=InferenceResponse,
-    responses=INFER_RESPONSES,
-    openapi_extra=INFER_DOC,
-    summary="Inference on one model version",
+_both(
+    "GET",
+    "",
+    model_metadata,
+    ("model_metadata", "model_version_metadata"),
+    ("Model metadata: inputs and outputs", "Model metadata of one version"),
+    response_model=ModelMetadata,
+    responses=ERRORS,
 )
-async def infer_version(request: Request, model_name: ModelName, model_version: ModelVersion, state: StateDep) -> Response:
-    return await _infer(request, state, model_name, model_version)
+_both(
+    "GET",
+    "/ready",
+    model_ready,
+    ("model_ready", "model_version_ready"),
+    ("Model ready (200, no body)", "Model version ready (200, no body)"),
+    response_class=Response,
+    responses=ERRORS,
+)
+_both(
+    "GET",
+    "/config",
+    model_config,
+    ("model_config", "model_version_config"),
+    ("Triton's model configuration (model_config.proto as JSON)", "Triton's model configuration of one version"),
+    response_model=TritonModelConfig,
+    responses=ERRORS,
+)
+_both(
+    "GET",
+    "/stats",
+    model_stats,
+    ("model_stats", "model_version_stats"),
+    ("Inference statistics of one model (Triton's statistics extension)", "Inference statistics of one model version"),
+    response_model=ModelStatistics,
+    responses=NOT_FOUND,
+)
+_both("POST", "/infer", infer, ("infer", "infer_version"),
+      ("Inference: JSON tensors or the binary tensor data extension", "Inference on one model version"),
+      response_model=InferenceResponse, responses=INFER_RESPONSES, openapi_extra=INFER_DOC)  # fmt: skip
