@@ -127,11 +127,7 @@ def train(args: argparse.Namespace) -> dict:
             y = ytr[idx].to(device)
             outs = model(x, y)
             loss, m, r = total_loss(outs, x, y, model.cfg)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if ema is not None:
-                ema.update()
+            optimise(loss, opt, ema)
             totals += (loss.item(), m.item(), r.item())
             steps += 1
             bar.set_postfix(loss=f"{totals[0] / steps:.4f}")
@@ -162,23 +158,39 @@ def train(args: argparse.Namespace) -> dict:
             train_s,
             train_s / steps,
         )
-        ckpt = {
-            "model": model.state_dict(),
-            "ema": ema.model.state_dict() if ema is not None else None,
-            "optimizer": opt.state_dict(),
-            "scheduler": sched.state_dict(),
-            "config": model.cfg.as_dict(),
-            "args": vars(args),
-            **state,
-        }
-        which, score = ("ema", ema_acc) if ema_acc is not None and ema_acc > acc else ("model", acc)
-        if score > state["best_acc"]:
-            state["best_acc"] = score
-            ckpt.update(best_acc=score, best_weights=which)
-            torch.save(ckpt, out / "best.pt")
-        torch.save(ckpt, out / "last.pt")
-        (out / "history.json").write_text(json.dumps(state["history"], indent=1))
+        save_epoch(out, model, ema, opt, sched, args, state, acc, ema_acc)
     return state
+
+
+def optimise(loss: torch.Tensor, opt: torch.optim.Optimizer, ema: WeightAverage | None) -> None:
+    """One step of the optimiser on `loss`, and the weight average after it."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    if ema is not None:
+        ema.update()
+
+
+def save_epoch(out: Path, model: CapsNet, ema: WeightAverage | None, opt, sched, args: argparse.Namespace, state: dict,
+               score: float, ema_score: float | None) -> None:  # fmt: skip
+    """`last.pt` every epoch; `best.pt` when the better of the weights and their average (`best_weights` says which)
+    beats the best score so far, or there is none yet; `history.json`. MNIST and MultiMNIST training both end an epoch so."""
+    ckpt = {
+        "model": model.state_dict(),
+        "ema": ema.model.state_dict() if ema is not None else None,
+        "optimizer": opt.state_dict(),
+        "scheduler": sched.state_dict(),
+        "config": model.cfg.as_dict(),
+        "args": vars(args),
+        **state,
+    }
+    which, best = ("ema", ema_score) if ema_score is not None and ema_score > score else ("model", score)
+    if best > state["best_acc"] or not (out / "best.pt").exists():
+        state["best_acc"] = best
+        ckpt.update(best_acc=best, best_weights=which)
+        torch.save(ckpt, out / "best.pt")
+    torch.save(ckpt, out / "last.pt")
+    (out / "history.json").write_text(json.dumps(state["history"], indent=1))
 
 
 def resume(path: str, model: CapsNet, opt, sched, state: dict) -> dict:

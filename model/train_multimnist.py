@@ -19,7 +19,6 @@ written; `--resume` continues from a checkpoint.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import time
@@ -35,7 +34,7 @@ from model.capsnet import CapsNet, CapsNetConfig, margin_loss
 from model.cli import log_to_console
 from model.data import load_tensors
 from model.multimnist import CONFIG, Pairs, both_right, fixed_test_pairs, make_pairs, two_hot
-from model.train import WeightAverage
+from model.train import WeightAverage, optimise, save_epoch
 
 log = logging.getLogger("capsnet.train_multimnist")
 
@@ -176,11 +175,7 @@ def train(args: argparse.Namespace) -> dict:
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
                 outs = forward_pairs(model, batch.image, batch.labels)
             loss, m, r = pair_loss({k: v.float() for k, v in outs.items()}, batch, model.cfg)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if ema is not None:
-                ema.update()
+            optimise(loss, opt, ema)
             totals += (loss.item(), m.item(), r.item())
             steps += 1
             bar.set_postfix(loss=f"{totals[0] / steps:.4f}")
@@ -208,26 +203,7 @@ def train(args: argparse.Namespace) -> dict:
         state["history"].append(rec)
         log.info("epoch %d: loss %.4f, both right %.4f (averaged weights %s), %.1f s", epoch + 1, rec["loss"], score["both_right"],
                  f"{ema_score['both_right']:.4f}" if ema_score else "-", train_s)  # fmt: skip
-        ckpt = {
-            "model": model.state_dict(),
-            "ema": ema.model.state_dict() if ema is not None else None,
-            "optimizer": opt.state_dict(),
-            "scheduler": sched.state_dict(),
-            "config": model.cfg.as_dict(),
-            "args": vars(args),
-            **state,
-        }
-        which, best = (
-            ("ema", ema_score["both_right"])
-            if ema_score and ema_score["both_right"] > score["both_right"]
-            else ("model", score["both_right"])
-        )
-        if best > state["best_acc"] or not (out / "best.pt").exists():
-            state["best_acc"] = best
-            ckpt.update(best_acc=best, best_weights=which)
-            torch.save(ckpt, out / "best.pt")
-        torch.save(ckpt, out / "last.pt")
-        (out / "history.json").write_text(json.dumps(state["history"], indent=1))
+        save_epoch(out, model, ema, opt, sched, args, state, score["both_right"], ema_score["both_right"] if ema_score else None)
     return state
 
 
