@@ -139,14 +139,9 @@ def train(args: argparse.Namespace) -> dict:
         state["epoch"] = epoch + 1
         rec = {
             "epoch": epoch + 1,
-            "loss": totals[0] / steps,
-            "margin_loss": totals[1] / steps,
-            "reconstruction_loss": totals[2] / steps,
+            **epoch_record(totals, steps, train_s, opt),
             "test_accuracy": acc,
             **({"ema_test_accuracy": ema_acc} if ema_acc is not None else {}),
-            "lr": opt.param_groups[0]["lr"],
-            "seconds": round(train_s, 1),
-            "seconds_per_step": round(train_s / steps, 3),
         }
         state["history"].append(rec)
         log.info(
@@ -160,6 +155,19 @@ def train(args: argparse.Namespace) -> dict:
         )
         save_epoch(out, model, ema, opt, sched, args, state, acc, ema_acc)
     return state
+
+
+def epoch_record(totals: np.ndarray, steps: int, train_s: float, opt: torch.optim.Optimizer) -> dict:
+    """What every epoch's history entry holds, MNIST's and MultiMNIST's: mean losses (total, margin, reconstruction),
+    the learning rate it ended at, and its time."""
+    return {
+        "loss": totals[0] / steps,
+        "margin_loss": totals[1] / steps,
+        "reconstruction_loss": totals[2] / steps,
+        "lr": opt.param_groups[0]["lr"],
+        "seconds": round(train_s, 1),
+        "seconds_per_step": round(train_s / steps, 3),
+    }
 
 
 def optimise(loss: torch.Tensor, opt: torch.optim.Optimizer, ema: WeightAverage | None) -> None:

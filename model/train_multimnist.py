@@ -34,7 +34,7 @@ from model.capsnet import CapsNet, CapsNetConfig, margin_loss
 from model.cli import log_to_console
 from model.data import load_tensors
 from model.multimnist import CONFIG, Pairs, both_right, fixed_test_pairs, make_pairs, two_hot
-from model.train import WeightAverage, optimise, save_epoch
+from model.train import WeightAverage, epoch_record, optimise, save_epoch
 
 log = logging.getLogger("capsnet.train_multimnist")
 
@@ -191,14 +191,9 @@ def train(args: argparse.Namespace) -> dict:
             "pairs_seen": state["pairs_seen"],
             "single_share": args.single_share,
             "bf16": args.bf16,
-            "loss": totals[0] / steps,
-            "margin_loss": totals[1] / steps,
-            "reconstruction_loss": totals[2] / steps,
+            **epoch_record(totals, steps, train_s, opt),
             "test": score,
             **({"ema_test": ema_score} if ema_score is not None else {}),
-            "lr": opt.param_groups[0]["lr"],
-            "seconds": round(train_s, 1),
-            "seconds_per_step": round(train_s / steps, 3),
         }
         state["history"].append(rec)
         log.info("epoch %d: loss %.4f, both right %.4f (averaged weights %s), %.1f s", epoch + 1, rec["loss"], score["both_right"],

@@ -182,7 +182,12 @@ class Engine:
         return best
 
 
-def _session(path: Path, providers: list[tuple[str, dict[str, Any]]], threads: int) -> ort.InferenceSession:
+def placed_providers(names: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The providers a session landed on, each with the options this module gives it: for more sessions on that device."""
+    return [(n, CUDA_OPTIONS if n == PROVIDER_NAMES["cuda"] else {}) for n in names]
+
+
+def open_session(path: Path, providers: list[tuple[str, dict[str, Any]]], threads: int) -> ort.InferenceSession:
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.intra_op_num_threads = threads
@@ -207,7 +212,7 @@ def load_engine(
     wanted = providers[0][0]
     chosen = choose_precision(card, precision, device_of(wanted))
     model_file = model_file_for(card, chosen)
-    capsnet = _session(weights_dir / model_file, providers, threads)
+    capsnet = open_session(weights_dir / model_file, providers, threads)
     placed = capsnet.get_providers()[0]
     if placed != wanted:
         log.warning("asked for %s, but onnxruntime placed the model on %s (its error above says why)", wanted, placed)
@@ -220,16 +225,16 @@ def load_engine(
         if again != chosen:
             log.warning("precision auto on %s: serving %s rather than %s", device_of(placed), again, chosen)
             chosen, model_file = again, model_file_for(card, again)
-            capsnet = _session(weights_dir / model_file, providers, threads)
+            capsnet = open_session(weights_dir / model_file, providers, threads)
     engine = Engine(
         capsnet=capsnet,
-        decoder=_session(weights_dir / DECODER_FILE, providers, threads),
+        decoder=open_session(weights_dir / DECODER_FILE, providers, threads),
         card=card,
         model_file=model_file,
         precision=chosen,
     )
     if busy_threads and busy_threads != threads and engine.provider == "CPUExecutionProvider":
-        engine.capsnet_busy = _session(weights_dir / model_file, providers, busy_threads)
+        engine.capsnet_busy = open_session(weights_dir / model_file, providers, busy_threads)
     log.info(
         "model %s %s (%s, %s) on %s (session providers %s); intra-op threads %s alone, %s under load",
         card.name,

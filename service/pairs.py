@@ -19,6 +19,7 @@ from anyio import to_thread
 
 from model import MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
 from service.card import DigitRule, ModelCard, PairCard, verify_files
+from service.engine import open_session, placed_providers
 from service.errors import ClientError, Invalid
 from service.inference import Signature
 from service.oip import TensorSpec
@@ -82,11 +83,10 @@ def load_pairs(weights_dir: Path, card: ModelCard, providers: list[str], threads
     if entry is None:
         return None
     verify_files(weights_dir, entry, [MULTIMNIST_FILE, MULTIMNIST_DECODER_FILE])
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    net = ort.InferenceSession(str(weights_dir / MULTIMNIST_FILE), opts, providers=providers)
-    decoder = ort.InferenceSession(str(weights_dir / MULTIMNIST_DECODER_FILE), opts, providers=providers)
+    # the MNIST sessions' options (no spinning threads) and their error for a file onnxruntime cannot load
+    placed = placed_providers(providers)
+    net = open_session(weights_dir / MULTIMNIST_FILE, placed, threads)
+    decoder = open_session(weights_dir / MULTIMNIST_DECODER_FILE, placed, threads)
     log.info("two-digit model %s %s on %s", entry.name, entry.version, net.get_providers()[0])
     engine = PairEngine(entry, net, decoder, limiter)
     engine.run(np.zeros((1, 1, entry.image_size, entry.image_size), np.float32))  # warm: the first run allocates

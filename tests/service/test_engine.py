@@ -78,7 +78,7 @@ def test_auto_precision_follows_the_providers(monkeypatch, available, file, prec
     card = load_card(WEIGHTS)
     assert card.int8.meets_bars, "the committed card's INT8 file met its bars: auto serves it on the CPU"
     monkeypatch.setattr(ort, "get_available_providers", lambda: available)
-    monkeypatch.setattr(engine_module, "_session", _PlacedAsAsked)
+    monkeypatch.setattr(engine_module, "open_session", _PlacedAsAsked)
     engine = load_engine(WEIGHTS, card, "cuda,cpu", 1, "auto")
     assert (engine.model_file, engine.precision, engine.device) == (file, precision, device)
     assert engine.capsnet.path.name == file
