@@ -3,6 +3,7 @@ requests one at a time on a real server (as a person at the page makes them), ag
 
 from __future__ import annotations
 
+import base64
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import httpx
 import numpy as np
 
 from bench.payloads import digit_pngs, stroke_images
+from bench.realinput import canvas_png
 from bench.server import Server
 from model.machine import timed
 
@@ -54,16 +56,18 @@ def page_requests(requests: int = 60) -> list[dict]:
     server = Server({"CAPSNET_INTRA_OP_THREADS": "1"}).wait_ready()
     try:
         with httpx.Client(timeout=30) as client:
-            pixels = client.post(server.url + "/predict", files={"file": ("d.png", png, "image/png")}).json()["input"]["pixels"]
+            answer = client.post(server.url + "/predict?include=pixels", files={"file": ("d.png", png, "image/png")}).json()
+            pixels = answer["input"]["pixels"]
+            canvas = "data:image/png;base64," + base64.b64encode(canvas_png()).decode()
             pose = [0.0] * 16
             calls = {
-                "/predict?include=counterfactuals,coupling_grid (the page before)": (
-                    "/predict?include=counterfactuals,coupling_grid",
-                    {"files": {"file": ("d.png", png, "image/png")}},
-                ),
-                "/predict?include=counterfactuals,routing (the page now)": (
+                "/predict?include=counterfactuals,routing, its 280x280 canvas as an upload (the page before)": (
                     "/predict?include=counterfactuals,routing",
-                    {"files": {"file": ("d.png", png, "image/png")}},
+                    {"json": {"image": canvas}},
+                ),
+                "/predict?include=counterfactuals,routing,pixels, the canvas as `source: canvas` (the page now)": (
+                    "/predict?include=counterfactuals,routing,pixels",
+                    {"json": {"image": canvas, "source": "canvas"}},
                 ),
                 "/probe, 1 transform (a probe slider moved)": ("/probe", {"json": {"pixels": pixels, "transforms": [{"rotate": 20}]}}),
                 "/probe, 13 transforms (the sweep for the plot)": (

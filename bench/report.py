@@ -274,7 +274,7 @@ def render(results_dir: Path) -> str:
                 ],
             ),
             "",
-            "The page's requests one at a time on an idle server (a 28x28 PNG digit; INT8 on the CPU):",
+            "The page's requests one at a time on an idle server (a drawn stroke, or the 28x28 it became; INT8 on the CPU):",
             "",
             _table(
                 ["request", "p50 ms", "p95 ms", "answer bytes"],

@@ -157,6 +157,8 @@ def train(args: argparse.Namespace) -> dict:
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
         sched.load_state_dict(ckpt["scheduler"])
+        # A resumed run may decay more slowly than it began: --lr-decay applies from here on.
+        sched.gamma = args.lr_decay
         if ema is not None:
             ema.model.load_state_dict(ckpt["ema"] or ckpt["model"])
         state = {k: ckpt[k] for k in state}

@@ -106,7 +106,9 @@ def pair_engine(request: Request, state: AppState) -> PairEngine | None:
     return state.pairs
 
 
-def answer(engine: PairEngine, out: dict[str, np.ndarray], image: np.ndarray, blank_rule: DigitRule) -> dict[str, Any]:
+def answer(
+    engine: PairEngine, out: dict[str, np.ndarray], image: np.ndarray, blank_rule: DigitRule, with_pixels: bool = False
+) -> dict[str, Any]:
     """One input's answer: the digits found (two, one, or none: never a second digit the capsules do not back), the two
     longest capsules' redrawings, and what the network saw. `image` [1,S,S]; blank as the MNIST card's rule says."""
     lengths = out["lengths"][0]
@@ -120,8 +122,8 @@ def answer(engine: PairEngine, out: dict[str, np.ndarray], image: np.ndarray, bl
         "ranked": ranked,
         "lengths": rounded(lengths),
         "poses": rounded(out["poses"][0]),
-        "reconstructions": [picture(out["reconstructions"][0, k, 0]) for k in range(2)],
-        "input": picture(image[0]),
+        "reconstructions": [picture(out["reconstructions"][0, k, 0], with_pixels) for k in range(2)],
+        "input": picture(image[0], with_pixels),
         "blank": blank,
         "model": {"name": card.name, "version": card.version, "provider": engine.provider},
     }

@@ -360,6 +360,15 @@ def fit_and_centre(ink: np.ndarray, size: int = 28, box: int = 20) -> np.ndarray
     return out
 
 
+def drawing_to_mnist(alpha: np.ndarray, size: int = 28, box: int = 20) -> np.ndarray:
+    """A drawing's alpha [H,W] in [0,1] (the ink: strokes opaque on a transparent ground) -> float32 [size,size] as MNIST.
+
+    Nothing to find: a canvas has no paper, light or specks to tell from the digit, so what was drawn is the digit (a
+    stray dot too, as the page's preview of the network's input shows). A fifth of a photo's cost (BENCHMARKS.md)."""
+    a = np.fmax(np.minimum(np.asarray(alpha, dtype=np.float32), 1.0), 0.0)
+    return fit_and_centre(shrink(a, WORK_SIDE), size, box)
+
+
 def to_mnist(pixels: np.ndarray, alpha: np.ndarray | None = None, size: int = 28, box: int = 20) -> np.ndarray:
     """Any picture of a digit, values in [0,1] ([H,W] grey or [H,W,3] colour, optional alpha [H,W]),
     -> float32 [size,size], background 0 and ink up to 1, as MNIST; all zeros when no digit is found."""

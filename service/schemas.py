@@ -39,11 +39,19 @@ class PredictJSON(BaseModel):
 
     image: str | None = Field(None, description="base64 or data: URL of an image; preprocessed to look like MNIST")
     pixels: list[list[Unit]] | None = Field(None, description="28x28, 0 background, 1 ink; fed to the network as is")
+    source: Literal["upload", "canvas"] = Field(
+        "upload",
+        description="with `image`: `upload` (the default), a photo or scan, searched for the digit; `canvas`, a drawing whose "
+        "alpha channel is the ink on a transparent ground (as the page sends its canvas): every stroke is the digit, fit "
+        "and centred as MNIST without that search. An image without alpha is refused",
+    )
 
     @model_validator(mode="after")
     def _one(self) -> PredictJSON:
         if (self.image is None) == (self.pixels is None):
             raise ValueError("send exactly one of 'image' or 'pixels'")
+        if self.source == "canvas" and self.image is None:
+            raise ValueError("source 'canvas' describes an 'image'; 'pixels' go to the network as they are")
         return self
 
 
@@ -64,7 +72,7 @@ class PredictBatchJSON(BaseModel):
 
 class Picture(BaseModel):
     png: str = Field(description="base64 of an 8-bit grey PNG, 28x28 (36x36 from the two-digit model)", examples=[EXAMPLE_PNG])
-    pixels: list[list[float]] = Field(description="its rows of values in [0,1]")
+    pixels: list[list[float]] | None = Field(None, description="its rows of values in [0,1], with ?include=pixels")
 
 
 class Transform(BaseModel):

@@ -21,9 +21,9 @@ import numpy as np
 from PIL import Image
 
 from service.batcher import Overloaded
-from service.errors import for_item
+from service.errors import BadInput, for_item
 from service.imaging import load_pixels, open_image
-from service.preprocess import WORK_SIDE, to_mnist
+from service.preprocess import WORK_SIDE, drawing_to_mnist, to_mnist
 
 T = TypeVar("T")
 
@@ -66,13 +66,24 @@ def _to_input(im: Image.Image, size: int, box: int) -> np.ndarray:
     return to_mnist(*load_pixels(im, WORK_SIDE), size, box)
 
 
-async def to_inputs(blobs: list[bytes], pool: DecodePool, max_pixels: int, inline_pixels: int, size: int, box: int) -> np.ndarray:
-    """Encoded images -> float32 [n,1,size,size] as the network wants them (see preprocess.to_mnist)."""
+def _drawing_to_input(im: Image.Image, size: int, box: int) -> np.ndarray:
+    _, alpha = load_pixels(im, WORK_SIDE)
+    if alpha is None:
+        raise BadInput(f"source 'canvas' needs an image with an alpha channel (the ink on a transparent ground); this {im.format} has none")
+    return drawing_to_mnist(alpha, size, box)
+
+
+async def to_inputs(
+    blobs: list[bytes], pool: DecodePool, max_pixels: int, inline_pixels: int, size: int, box: int, drawn: bool = False
+) -> np.ndarray:
+    """Encoded images -> float32 [n,1,size,size] as the network wants them (see preprocess.to_mnist; `drawn`: canvas
+    drawings, preprocess.drawing_to_mnist)."""
     n = len(blobs)
     opened: list[Image.Image] = [for_item(i, n, open_image, b, max_pixels) for i, b in enumerate(blobs)]
+    convert = _drawing_to_input if drawn else _to_input
 
     def work() -> np.ndarray:
-        return np.stack([for_item(i, n, _to_input, im, size, box) for i, im in enumerate(opened)])[:, None]
+        return np.stack([for_item(i, n, convert, im, size, box) for i, im in enumerate(opened)])[:, None]
 
     pixels = sum(im.size[0] * im.size[1] for im in opened)
     return work() if pixels <= inline_pixels else await pool.run(work, pixels)

@@ -25,7 +25,7 @@ import { createRoutingInspector } from "./routing.js";
     device: app.dataset.device
   };
   var LIVE_INTERVAL_MS = 100; // predictions while a stroke is being drawn
-  var PREDICT_PATH = "/predict?include=counterfactuals,routing";
+  var PREDICT_PATH = "/predict?include=counterfactuals,routing,pixels"; // pixels: the probe sends back what the network saw
   var FIGURE_DELAY_MS = 150; // the Figure 4 grid waits for the drawing to settle
   var EXPORT_SIZE = 280; // the drawing is sent as a 280x280 PNG whatever the screen size
 
@@ -278,7 +278,9 @@ import { createRoutingInspector } from "./routing.js";
     if (final && liveTimer) { clearTimeout(liveTimer); liveTimer = null; }
     predictChannel.ask(function () {
       if (isEmpty()) return null;
-      state.lastBody = { image: exportPng() };
+      // A drawing alone goes as the canvas it is (ink as alpha: no search for the digit); strokes over a picture go
+      // as a photo.
+      state.lastBody = state.picture ? { image: exportPng() } : { image: exportPng(), source: "canvas" };
       return { path: predictPath(), body: state.lastBody, final: final && !state.current };
     });
   }

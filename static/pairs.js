@@ -7,8 +7,8 @@
  * server for a pair made from MNIST's test set, where the server has it.
  */
 
-var PREDICT = "/predict?model=multimnist";
-var RECONSTRUCT = "/reconstruct?model=multimnist";
+var PREDICT = "/predict?model=multimnist&include=pixels"; // pixels: the overlay is drawn from the redrawings' values
+var RECONSTRUCT = "/reconstruct?model=multimnist&include=pixels";
 var SAMPLE = "/multimnist/sample";
 var COLOURS = ["#d62828", "#2a9d3a"]; // first digit red, second green, as in Figure 5
 var EXPORT_SIZE = 280;
@@ -46,15 +46,20 @@ export function createPairs(opts) {
   var exportCanvas = document.createElement("canvas");
   exportCanvas.width = exportCanvas.height = EXPORT_SIZE;
 
+  // On screen (colours): strokes in their own colours on white. For the server: ink as alpha on a transparent ground,
+  // which /predict takes with source "canvas" (every stroke is the digit; no search for it as in a photo).
   function paint(c, px, colours) {
-    c.fillStyle = "#ffffff";
-    c.fillRect(0, 0, px, px);
+    c.clearRect(0, 0, px, px);
+    if (colours) {
+      c.fillStyle = "#ffffff";
+      c.fillRect(0, 0, px, px);
+    }
     if (state.sample) {
       var img = c.createImageData(size, size), tmp = document.createElement("canvas");
       tmp.width = tmp.height = size;
       for (var i = 0; i < size * size; i++) {
-        var v = 255 - Math.round(255 * state.sample[Math.floor(i / size)][i % size]);
-        img.data.set([v, v, v, 255], 4 * i);
+        var ink = Math.round(255 * state.sample[Math.floor(i / size)][i % size]);
+        img.data.set(colours ? [255 - ink, 255 - ink, 255 - ink, 255] : [17, 20, 24, ink], 4 * i);
       }
       tmp.getContext("2d").putImageData(img, 0, 0);
       c.imageSmoothingEnabled = true;
@@ -157,7 +162,7 @@ export function createPairs(opts) {
       // a test pair alone goes as its own 36x36 pixels, exactly as the network's test pairs are made
       if (state.sample && !state.strokes.length && !state.current) return { path: PREDICT, body: { pixels: state.sample } };
       paint(exportCanvas.getContext("2d"), EXPORT_SIZE, false);
-      return { path: PREDICT, body: { image: exportCanvas.toDataURL("image/png") } };
+      return { path: PREDICT, body: { image: exportCanvas.toDataURL("image/png"), source: "canvas" } };
     });
   }
 

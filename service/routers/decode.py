@@ -16,7 +16,7 @@ from service.body import BodyRoute
 from service.errors import Invalid
 from service.imaging import encode_png, tile_grid
 from service.pairs import pair_engine
-from service.responses import FastJSON, picture
+from service.responses import PIXELS, PIXELS_PARAM, FastJSON, included, picture
 from service.schemas import ERRORS, Perturbation, PerturbRequest, Reconstruction, ReconstructRequest
 from service.state import AppState, ReadyDep
 
@@ -56,15 +56,16 @@ def _decoder(request: Request, state: AppState) -> tuple[Decoder, int]:
     "/reconstruct",
     response_model=Reconstruction,
     responses=ERRORS,
-    openapi_extra={"parameters": [MODEL_PARAM]},
+    openapi_extra={"parameters": [MODEL_PARAM, PIXELS_PARAM]},
     summary="Decode one digit capsule's pose into an image",
 )
 async def reconstruct(request: Request, req: ReconstructRequest, state: ReadyDep) -> FastJSON:
     """The decoder on `pose` placed in capsule `digit` (all other capsules zero), as in training."""
     decoder, _ = _decoder(request, state)
+    with_pixels = PIXELS in included(request.query_params.get("include"), {PIXELS})
     pose = _pose(req.digit, req.pose, state)
     img = await to_thread.run_sync(decoder, np.array([req.digit], np.int64), pose[None])
-    return FastJSON({"reconstruction": picture(img[0, 0])})
+    return FastJSON({"reconstruction": picture(img[0, 0], with_pixels)})
 
 
 @router.post(

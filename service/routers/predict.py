@@ -21,7 +21,7 @@ from service.multipart import file_parts
 from service.pairs import NAME as PAIRS
 from service.pairs import PairEngine, pair_engine
 from service.pairs import answer as pair_answer
-from service.responses import FastJSON, picture, rounded
+from service.responses import PIXELS, PIXELS_DOC, PIXELS_PARAM, FastJSON, included, picture, rounded
 from service.routing import NoRouting
 from service.schemas import (
     ERRORS,
@@ -55,9 +55,9 @@ def _body_spec(json_model: type, multiple: bool | None) -> dict:
     return {"requestBody": {"required": True, "content": content}}
 
 
-async def _preprocess_all(blobs: list[bytes], state: AppState) -> np.ndarray:
+async def _preprocess_all(blobs: list[bytes], state: AppState, drawn: bool = False) -> np.ndarray:
     s, card = state.settings, state.card
-    return await to_inputs(blobs, state.decode_pool, s.max_image_pixels, s.inline_decode_pixels, card.image_size, card.digit_box)
+    return await to_inputs(blobs, state.decode_pool, s.max_image_pixels, s.inline_decode_pixels, card.image_size, card.digit_box, drawn)
 
 
 def _pixel_array(nested: list, state: AppState, what: str, ndim: int, size: int | None = None) -> np.ndarray:
@@ -92,7 +92,7 @@ async def _images(body: Body, state: AppState, batch: bool) -> np.ndarray:
         one = _validated(body.json, PredictJSON)
         if one.pixels is not None:
             return _pixel_array(one.pixels, state, "pixels", 2)[None, None]
-        return await _preprocess_all([decode_base64(one.image, max_bytes)], state)
+        return await _preprocess_all([decode_base64(one.image, max_bytes)], state, one.source == "canvas")
     req = _validated(body.json, PredictBatchJSON)
     items = req.images if req.images is not None else req.pixels
     if not items:
@@ -123,8 +123,8 @@ def _result(
         "blank": blank,
         "is_digit": is_digit,
         "recon_errors": rounded(errors),
-        "reconstruction": picture(out["reconstruction"][i, 0]),
-        "input": picture(image[0]),
+        "reconstruction": picture(out["reconstruction"][i, 0], PIXELS in extras),
+        "input": picture(image[0], PIXELS in extras),
         "model": {"name": card.name, "version": card.version, "provider": state.engine.provider, "precision": state.engine.precision},
     }
     if "counterfactuals" in extras:
@@ -163,22 +163,14 @@ async def _trace(
 
 
 PREDICT_ERRORS = {**ERRORS, 404: {"model": ErrorBody, "description": "include=routing, but this model has no routing trace"}}
-EXTRAS = {"coupling", "coupling_grid", "counterfactuals", "routing"}
-
-
-def _extras(include: str | None) -> set[str]:
-    parts = {p.strip() for p in (include or "").split(",") if p.strip()}
-    unknown = parts - EXTRAS
-    if unknown:
-        raise Invalid(f"include: unknown value(s) {sorted(unknown)}; choose from {sorted(EXTRAS)}")
-    return parts
+EXTRAS = {"coupling", "coupling_grid", "counterfactuals", "routing", PIXELS}
 
 
 INCLUDE_DOC = (
     "comma-separated extras: `coupling` adds the routing coefficients [1152][10] and their 6x6 map per digit "
     "`coupling_grid` [10][6][6]; `coupling_grid` adds only the map; `counterfactuals` adds the decoder's image from each "
     "digit capsule's own pose [10] (PNG), the images behind `recon_errors`; `routing` adds every iteration of dynamic routing "
-    "(`routing`: lengths, coupling and agreement maps per iteration, run past the trained 3)"
+    "(`routing`: lengths, coupling and agreement maps per iteration, run past the trained 3); " + PIXELS_DOC
 )
 ROUTING_TYPE_DOC = (
     "with include=routing: the primary capsule type (0-31) whose coupling and agreement the maps show; "
@@ -211,7 +203,7 @@ MODEL_PARAM = {
     "in": "query",
     "required": False,
     "description": "`capsnet` (the default): one digit; `multimnist`: two overlapping digits, answered as `PairPrediction` "
-    "(include and routing_type are for capsnet only)",
+    "(of `include`, only `pixels` applies to it; routing_type is for capsnet only)",
     "schema": {"enum": ["capsnet", PAIRS], "default": "capsnet", "title": "Model"},
 }
 
@@ -223,27 +215,31 @@ def _with_include(spec: dict) -> dict:
 async def _pair_images(body: Body, state: AppState, pairs: PairEngine) -> np.ndarray:
     """One upload as the two-digit network wants it: [1,1,36,36], the two digits' ink scaled together to the card's box."""
     size, box = pairs.card.image_size, pairs.card.input.pair_box
-    s = state.settings
+    s, drawn = state.settings, False
     if body.media_type == MULTIPART:
         files = await off_loop(state, lambda data: file_parts(data, body.content_type, "file", 1), body.data)
     else:
         one = _validated(body.json, PredictJSON)
         if one.pixels is not None:
             return _pixel_array(one.pixels, state, "pixels", 2, size)[None, None]
-        files = [decode_base64(one.image, s.max_body_bytes)]
-    return await to_inputs(files, state.decode_pool, s.max_image_pixels, s.inline_decode_pixels, size, box)
+        files, drawn = [decode_base64(one.image, s.max_body_bytes)], one.source == "canvas"
+    return await to_inputs(files, state.decode_pool, s.max_image_pixels, s.inline_decode_pixels, size, box, drawn)
 
 
 async def _predict_pair(request: Request, body: Body, state: AppState, pairs: PairEngine) -> FastJSON:
-    if request.query_params.get("include") or request.query_params.get("routing_type"):
-        raise Invalid(f"include and routing_type are for model=capsnet, not {PAIRS}")
+    if request.query_params.get("routing_type"):
+        raise Invalid(f"routing_type is for model=capsnet, not {PAIRS}")
+    try:
+        with_pixels = PIXELS in included(request.query_params.get("include"), {PIXELS})
+    except Invalid as e:
+        raise Invalid(f"{e}: the other extras are for model=capsnet") from e
     timer = PhaseTimer(state.metrics, f"/predict?model={PAIRS}", body.parse_s)
     images = await _pair_images(body, state, pairs)
     timer.preprocessed()
     start = time.perf_counter()
     out = await pairs.predict(images)
     timer.inferred(0.0, time.perf_counter() - start)
-    response = FastJSON(pair_answer(pairs, out, images[0], state.card.digit_rule))
+    response = FastJSON(pair_answer(pairs, out, images[0], state.card.digit_rule, with_pixels))
     timer.postprocessed()
     return response
 
@@ -268,7 +264,7 @@ async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     if (pairs := pair_engine(request, state)) is not None:
         return await _predict_pair(request, body, state, pairs)
     timer = PhaseTimer(state.metrics, "/predict", body.parse_s)
-    extras = _extras(request.query_params.get("include"))
+    extras = included(request.query_params.get("include"), EXTRAS)
     capsule_type = _routing(request, extras, state)
     images = await _images(body, state, batch=False)
     timer.preprocessed()
@@ -290,7 +286,7 @@ async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
 async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     """Several `file` parts, `{"images": [...]}` or `{"pixels": [N x 28 x 28]}`, up to the configured maximum (64)."""
     timer = PhaseTimer(state.metrics, "/predict/batch", body.parse_s)
-    extras = _extras(request.query_params.get("include"))
+    extras = included(request.query_params.get("include"), EXTRAS)
     capsule_type = _routing(request, extras, state)
     images = await _images(body, state, batch=True)
     timer.preprocessed()
@@ -308,14 +304,15 @@ async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> Fast
     "/probe",
     response_model=Probe,
     responses=ERRORS,
-    openapi_extra=_body_spec(ProbeJSON, multiple=None),
+    openapi_extra={**_body_spec(ProbeJSON, multiple=None), "parameters": [PIXELS_PARAM]},
     summary="Equivariance probe: capsules for affine transforms of the input",
 )
-async def probe(body: Upload, state: ReadyDep) -> FastJSON:
+async def probe(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     """The 28x28 input (from `image`, preprocessed as /predict does, or `pixels` as they are) rotated, scaled, sheared and
     shifted by each of up to 64 transforms (model/affine.py), each run through the network: how the lengths, the
     prediction and the poses follow the viewpoint. Equivariance would keep the lengths and move the poses."""
     timer = PhaseTimer(state.metrics, "/probe", body.parse_s)
+    with_pixels = PIXELS in included(request.query_params.get("include"), {PIXELS})
     req = _validated(body.json, ProbeJSON)  # JSON only: BodyRoute answers 415 to anything else
     if req.pixels is not None:
         base = _pixel_array(req.pixels, state, "pixels", 2)
@@ -330,7 +327,7 @@ async def probe(body: Upload, state: ReadyDep) -> FastJSON:
 
     def answer() -> dict[str, Any]:
         return {
-            "input": picture(base),
+            "input": picture(base, with_pixels),
             "results": [
                 {
                     "transform": t.model_dump(),

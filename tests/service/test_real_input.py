@@ -99,7 +99,7 @@ def test_all_zero_pixels_are_blank(client):
 
 def test_counterfactuals_redraw_each_capsule_and_the_winner_matches_best(client):
     x, y = mnist_test()
-    body = post(client, encode(Image.fromarray(255 - x[0])), include="counterfactuals")
+    body = post(client, encode(Image.fromarray(255 - x[0])), include="counterfactuals,pixels")
     errors = np.array(body["recon_errors"])
     assert body["is_digit"] and not body["blank"] and body["prediction"] == y[0]
     assert errors.argmin() == body["prediction"] and errors.min() < 0.3 < np.median(errors)

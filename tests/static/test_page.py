@@ -250,7 +250,11 @@ def tab_through(page: Any, limit: int = 80) -> list[str]:
 def test_drawn_digit_is_recognised(session: tuple[Any, Watch], digit: int, strokes: list) -> None:
     page, watch = session
     box = canvas_box(page)
-    draw(page, strokes, steps=8)
+    with page.expect_request(lambda r: urlsplit(r.url).path == "/predict") as req:
+        draw(page, strokes, steps=8)
+    sent = json.loads(req.value.post_data)
+    # the drawing goes as the canvas it is (ink as alpha), not as a photo to search
+    assert sent["source"] == "canvas" and sent["image"].startswith("data:image/png;base64,")
     wait_predicted(page, digit)
     wait_settled(page)
     assert canvas_box(page) == box, "the canvas moved when the answers came in (layout shift)"
@@ -985,7 +989,9 @@ def test_two_digits_drawn_in_two_colours_are_pulled_apart(session: tuple[Any, Wa
     page, _ = session
     page.get_by_test_id(PAIR).scroll_into_view_if_needed()
     expect(page.get_by_test_id("pair-ink-1")).to_have_attribute("aria-pressed", "true")
-    draw(page, [[(x * 0.6 + 0.05, y) for x, y in stroke] for stroke in ONE], canvas=PAIR)
+    with page.expect_request(lambda r: urlsplit(r.url).path == "/predict") as req:
+        draw(page, [[(x * 0.6 + 0.05, y) for x, y in stroke] for stroke in ONE], canvas=PAIR)
+    assert json.loads(req.value.post_data)["source"] == "canvas"
     page.wait_for_function("() => (document.querySelector('[data-testid=\"pair-verdict\"]').dataset.ranked || '') !== ''")
     seen = page.get_by_test_id("pair-input").get_attribute("src")
     page.get_by_test_id("pair-ink-2").click()

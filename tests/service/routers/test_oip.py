@@ -153,7 +153,7 @@ def test_capsnet_equals_predict(client_v2, server, binary):
     assert all(("data" in o) != binary and ("binary_data_size" in o.get("parameters", {})) == binary for o in response["outputs"])
     assert result.as_numpy("coupling").shape == (4, 1152, 10) and result.as_numpy("reconstruction").shape == (4, 1, 28, 28)
     for i in range(len(x)):
-        r = httpx.post(server.url + "/predict?include=coupling", json={"pixels": x[i, 0].tolist()}, timeout=30)
+        r = httpx.post(server.url + "/predict?include=coupling,pixels", json={"pixels": x[i, 0].tolist()}, timeout=30)
         assert r.status_code == 200, r.text[:300]
         expected = r.json()
         np.testing.assert_allclose(result.as_numpy("lengths")[i], expected["lengths"], atol=1e-4)
@@ -171,7 +171,7 @@ def test_decoder_equals_reconstruct(client_v2, server, binary):
     got = client_v2.infer("decoder", _decoder_inputs(digits, poses, binary), outputs=[out]).as_numpy("reconstruction")
     assert got.shape == (3, 1, 28, 28) and got.dtype == np.float32
     for i, d in enumerate(digits):
-        r = httpx.post(server.url + "/reconstruct", json={"digit": int(d), "pose": poses[i].tolist()}, timeout=30)
+        r = httpx.post(server.url + "/reconstruct?include=pixels", json={"digit": int(d), "pose": poses[i].tolist()}, timeout=30)
         np.testing.assert_allclose(got[i, 0], r.json()["reconstruction"]["pixels"], atol=1e-4)
     # digit as [N, 1], as Triton serves the same graph (dims [1], reshape to []): the same images
     column = client_v2.infer("decoder", _decoder_inputs(digits[:, None], poses, binary), outputs=[out]).as_numpy("reconstruction")

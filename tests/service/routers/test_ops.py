@@ -97,8 +97,12 @@ def test_openapi_documents_every_endpoint_with_examples(client):
     assert '"multipart/form-data"' in text and '"examples"' in text
     for name in ("ReconstructRequest", "PerturbRequest", "Prediction"):
         assert "examples" in spec["components"]["schemas"][name], name
-    for path, names in (("/predict", ["include", "routing_type", "model"]), ("/predict/batch", ["include", "routing_type"])):
+    for path, names in (
+        ("/predict", ["include", "routing_type", "model"]),
+        ("/predict/batch", ["include", "routing_type"]),
+        ("/probe", ["include"]),
+        ("/reconstruct", ["model", "include"]),
+        ("/perturb", ["model"]),
+    ):
         # read from the query by hand, documented by hand
         assert [p["name"] for p in spec["paths"][path]["post"]["parameters"]] == names, path
-    for path in ("/reconstruct", "/perturb"):
-        assert [p["name"] for p in spec["paths"][path]["post"]["parameters"]] == ["model"], path

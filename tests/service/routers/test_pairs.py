@@ -56,7 +56,7 @@ def upload(pixels: np.ndarray, scale: int = 4, dark_on_light: bool = True) -> by
 
 
 def predict_pair(client, data: bytes) -> dict:
-    r = client.post("/predict?model=multimnist", files={"file": ("pair.png", data, "image/png")})
+    r = client.post("/predict?model=multimnist&include=pixels", files={"file": ("pair.png", data, "image/png")})
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -80,7 +80,7 @@ def test_each_reconstruction_is_nearer_its_own_digit(client, mnist_test) -> None
     pairs = fixed_test_pairs(*mnist_test, PAIRS)
     nearer = total = 0
     for i in range(PAIRS):
-        body = client.post("/predict?model=multimnist", json={"pixels": pairs.image[i, 0].numpy().round(4).tolist()}).json()
+        body = client.post("/predict?model=multimnist&include=pixels", json={"pixels": pairs.image[i, 0].numpy().round(4).tolist()}).json()
         if set(body["ranked"]) != set(pairs.labels[i].tolist()):
             continue
         for k, digit in enumerate(body["ranked"]):
@@ -133,9 +133,9 @@ def test_bad_requests_say_what_to_change(client) -> None:
 
 def test_its_decoder_draws_36x36_for_the_sliders_and_figure_4(client, mnist_test) -> None:
     pairs = fixed_test_pairs(*mnist_test, 1)
-    body = client.post("/predict?model=multimnist", json={"pixels": pairs.image[0, 0].numpy().round(4).tolist()}).json()
+    body = client.post("/predict?model=multimnist&include=pixels", json={"pixels": pairs.image[0, 0].numpy().round(4).tolist()}).json()
     d = body["ranked"][1]
-    r = client.post("/reconstruct?model=multimnist", json={"digit": d, "pose": body["poses"][d]})
+    r = client.post("/reconstruct?model=multimnist&include=pixels", json={"digit": d, "pose": body["poses"][d]})
     assert r.status_code == 200
     again = np.array(r.json()["reconstruction"]["pixels"])
     assert again.shape == (36, 36) and np.abs(again - np.array(body["reconstructions"][1]["pixels"])).max() < 1e-3

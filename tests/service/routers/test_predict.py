@@ -31,7 +31,7 @@ def digits(n: int = 8) -> tuple[np.ndarray, np.ndarray]:
 def test_pixels_equal_onnxruntime_on_the_same_array(client, session):
     rng = np.random.default_rng(0)
     px = (rng.random((28, 28)) < 0.2).astype(np.float32)
-    r = client.post("/predict", json={"pixels": px.tolist()})
+    r = client.post("/predict?include=pixels", json={"pixels": px.tolist()})
     assert r.status_code == 200
     body = r.json()
     lengths, poses, recon = session.run(["lengths", "poses", "reconstruction"], {"image": px[None, None]})
@@ -65,6 +65,23 @@ def test_coupling_on_request(client):
     assert client.post("/predict?include=everything", json={"pixels": [[0] * 28] * 28}).status_code == 422
 
 
+def test_images_carry_their_values_only_when_asked(client):
+    """Every image is a PNG; its 784 numbers come with ?include=pixels (and then agree with the PNG to 8 bits)."""
+    upload = {"file": ("one.png", stroke_digit_one(), "image/png")}
+    plain = client.post("/predict", files=upload)
+    full = client.post("/predict?include=pixels", files=upload)
+    for key in ("input", "reconstruction"):
+        assert list(plain.json()[key]) == ["png"]
+        assert np.abs(png_pixels(full.json()[key]["png"]) / 255.0 - np.array(full.json()[key]["pixels"])).max() <= 1 / 255
+    assert len(plain.content) < len(full.content) / 2
+    pose = {"digit": 1, "pose": full.json()["poses"][1]}
+    assert list(client.post("/reconstruct", json=pose).json()["reconstruction"]) == ["png"]
+    assert "pixels" in client.post("/reconstruct?include=pixels", json=pose).json()["reconstruction"]
+    probe = client.post("/probe", json={"pixels": full.json()["input"]["pixels"], "transforms": [{}]}).json()
+    assert list(probe["input"]) == ["png"]
+    assert client.post("/reconstruct?include=coupling", json=pose).status_code == 422
+
+
 def _rerender(x: np.ndarray, how: str) -> bytes:
     if how == "png":
         return encode(Image.fromarray(x))
@@ -96,6 +113,42 @@ def test_mnist_digits_as_users_send_them_read_like_raw_pixels(client, how):
     acc = float(np.mean(np.array(preds) == y))
     raw_acc = float(np.mean(np.array(raw_pred) == y))
     assert acc >= raw_acc - 0.01, f"{how}: {acc:.3f} against {raw_acc:.3f} on the raw pixels"
+
+
+def _drawing(x: np.ndarray, side: int = 280) -> bytes:
+    """An MNIST digit as the page sends a drawing: dark ink as alpha on a transparent side x side canvas."""
+    alpha = np.asarray(Image.fromarray(x).resize((side, side), Image.Resampling.BILINEAR))
+    rgba = np.zeros((side, side, 4), np.uint8)
+    rgba[..., :3] = (17, 20, 24)
+    rgba[..., 3] = alpha
+    return encode(Image.fromarray(rgba, "RGBA"))
+
+
+def test_a_canvas_drawing_is_its_ink_fit_and_centred(client):
+    """source=canvas: what was drawn is what the network sees, MNIST's recipe and no search: the digits read as their
+    raw pixels do, and a stray dot far from the digit stays in the input (a photo's search drops it as a speck)."""
+    x, y = digits(40)
+    got = [client.post("/predict?include=pixels", json={"image": b64(_drawing(d), data_url=True), "source": "canvas"}).json() for d in x]
+    raw = client.post("/predict/batch", json={"pixels": (x / 255.0).tolist()}).json()["results"]
+    assert [g["prediction"] for g in got] == [r["prediction"] for r in raw]
+    for g, d in zip(got, x):
+        seen = np.array(g["input"]["pixels"])
+        assert abs(seen.sum() / (d / 255.0).sum() - 1) < 0.15  # the whole drawing, at MNIST's scale
+
+    one = np.zeros((28, 28), np.uint8)
+    one[4:24, 13:15] = 255
+    one[26:28, 26:28] = 255  # a dot in the corner
+    drawn = client.post("/predict?include=pixels", json={"image": b64(_drawing(one)), "source": "canvas"}).json()
+    photo = client.post("/predict?include=pixels", json={"image": b64(_drawing(one))}).json()
+    assert np.array(drawn["input"]["pixels"])[20:, 20:].sum() > 0.5
+    assert np.array(photo["input"]["pixels"])[20:, 20:].sum() == 0
+
+
+def test_a_canvas_needs_alpha_and_an_image(client):
+    opaque = client.post("/predict", json={"image": b64(stroke_digit_one()), "source": "canvas"})
+    assert opaque.status_code == 400 and "alpha channel" in opaque.json()["detail"]
+    assert client.post("/predict", json={"pixels": [[0] * 28] * 28, "source": "canvas"}).status_code == 422
+    assert client.post("/predict", json={"image": b64(stroke_digit_one()), "source": "photo"}).status_code == 422
 
 
 def test_batch_results_in_order(client):
