@@ -32,6 +32,12 @@ INK_LIKE_SPREAD = 0.5  # six "noise" sigmas past half the ink range: that spread
 MIN_PEAK = 0.3  # the digit's strongest stroke has at least this contrast: fainter marks are paper texture, not a digit
 GROUP_MARGIN = 0.4  # other components within this fraction of the main one's size belong to the same digit (a 5's flag)
 GROUP_MIN_MASS = 0.05  # ... when they carry at least this share of its ink (smaller ones are specks)
+TIGHT_SIDE = 256  # a photographed digit that reaches the frame's edge is read on a copy at most this large ...
+TIGHT_CONTRAST = 0.3  # ... two levels this far apart (ink on paper; a shadow on paper is less) ...
+TIGHT_INK = 0.25  # ... where ink is at least this far from the paper's level towards the ink's
+TIGHT_SPAN = 0.6  # a digit is tightly cropped when its ink spans this share of the frame's width and height ...
+TIGHT_INK_SHARE = 0.12  # ... and its ink covers this share of it (lines that span a photo cover less) ...
+PHOTO_SPAN = 0.5  # ... and what the photo passes found reaches the edge or spans this share: a photographed digit is smaller
 
 
 def flatten_alpha(rgb: np.ndarray, alpha: np.ndarray) -> np.ndarray:
@@ -250,10 +256,11 @@ def find_digit(grey: np.ndarray) -> np.ndarray:
     that scale (stroke_level), which follows shadows the first blurs."""
     h, w = grey.shape
     grey = grey.astype(np.float32, copy=False)
-    if not (min(h, w) < FLAT_BELOW or uniform_paper(grey)):
+    uniform = uniform_paper(grey)
+    if not (min(h, w) < FLAT_BELOW or uniform):
         signed, found = _photo_passes(grey, dark_ink(grey, median_level(grey)))
-        if found is not None and _touches_edge(found[0]):
-            signed, found = _tight_photo(grey, signed, found)
+        if (tight := _tight_photo(grey)) is not None and (_maybe_tight(found) or _fills_frame(tight)):
+            return tight
         return _strokes(signed, found)
     level = flat_level(grey)
     dark = dark_ink(grey, level)
@@ -269,6 +276,8 @@ def find_digit(grey: np.ndarray) -> np.ndarray:
             signed = contrast(grey, level, dark)
             if (found := strongest_group(signed)) is not None:
                 break
+    if not uniform and found is not None and (tight := _tight_photo(grey)) is not None and _fills_frame(tight):
+        return tight  # a small photo: its light can change across it too
     return _strokes(signed, found)
 
 
@@ -289,22 +298,68 @@ def _touches_edge(keep: np.ndarray) -> bool:
     return bool(keep[0].any() or keep[-1].any() or keep[:, 0].any() or keep[:, -1].any())
 
 
-def _tight_photo(grey: np.ndarray, signed: np.ndarray, found: Found) -> tuple[np.ndarray, Found]:
-    """A photographed digit that reaches the frame's edge, measured again with paper around it.
+def _spans(mask: np.ndarray, share: float) -> bool:
+    """The mask spans at least `share` of the frame both ways."""
+    h, w = mask.shape
+    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+    return bool(rows.size and rows[-1] - rows[0] + 1 >= share * h and cols[-1] - cols[0] + 1 >= share * w)
 
-    Near the edge the paper estimates (closings) can only see the stroke itself, and take it for paper. So the photo is
-    padded with the paper's level, taken from the part of the border the ink leaves free (most of it, even in a tight
-    crop), and the ink's colour is judged against that border too; the first answer stands if this finds nothing."""
-    h, w = grey.shape
-    dark = dark_ink(grey, flat_level(grey))
-    border = _border(grey)
-    m = max(h, w) // 4
-    padded = cv2.copyMakeBorder(grey, m, m, m, m, cv2.BORDER_CONSTANT, value=_quantile(border, 0.75 if dark else 0.25))
-    padded_signed, padded_found = _photo_passes(padded, dark)
-    if padded_found is None:
-        return signed, found
-    inner = (slice(m, m + h), slice(m, m + w))
-    return padded_signed[inner], (padded_found[0][inner], padded_found[1][inner])
+
+def _fills_frame(ink: np.ndarray) -> bool:
+    """A digit cropped to itself: its ink spans most of the frame both ways and covers a good share of it (15-68% in the
+    tight crops of tests/service/test_tight_crops.py). Lines that span a photo (ruled lines, a frame, a shadow's rim)
+    cover little (at most 9% in its photos)."""
+    return _spans(ink > INK_THRESHOLD, TIGHT_SPAN) and float(np.count_nonzero(ink > 0.5)) >= TIGHT_INK_SHARE * ink.size
+
+
+def _maybe_tight(found: Found) -> bool:
+    """What the photo passes found could be part of a tightly cropped digit: it reaches the frame's edge, or it is as
+    large as no photographed digit is (those fill at most half the frame). Nothing found stays nothing: blank paper."""
+    return found is not None and (_touches_edge(found[0]) or _spans(found[0] > 0, PHOTO_SPAN))
+
+
+def _otsu(values: np.ndarray) -> float:
+    """Otsu's threshold (OpenCV's, on 8 bits): the level that best splits the values into two classes."""
+    u8 = np.clip(values * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    t, _ = cv2.threshold(u8.reshape(-1, 1), 0, 255, cv2.THRESH_BINARY + cv2.THRESH_OTSU)
+    return float(t) / 255.0
+
+
+def _paper_side(flat: np.ndarray) -> np.ndarray:
+    """Otsu's two classes, and which one is paper: the one that holds more of the border and of the image together (a
+    tight crop's ink can hold most of its border, as a 0 cut at the edge does, or most of its area, as a bold 1)."""
+    above = flat > _otsu(flat)
+    share = _border(above.astype(np.float32)).mean() + float(above.mean())
+    return above if share >= 1.0 else ~above
+
+
+def _tight_photo(grey: np.ndarray) -> np.ndarray | None:
+    """A photographed digit that reaches the frame's edge: its ink, bright on black, or None when two levels cannot be told.
+
+    The photo path's paper estimates (closings some strokes wide) cannot see paper around a stroke that runs off the
+    frame, nor fill strokes as thick as a tight crop scaled up makes them: they take ink for paper and the digit comes
+    out hollow or cut. A tight crop is small enough for light to change little across it, so here the paper is a plane
+    (the light's slope) fitted to the pixels Otsu's threshold puts on the paper's side, which is the side most of the
+    border is on (the ink leaves most of the border free even in a tight crop); fitted again on the flattened image,
+    twice, then ink is what lies past the threshold, scaled by the ink's own level."""
+    g = cv2.GaussianBlur(shrink(grey, TIGHT_SIDE), (0, 0), 1.0)
+    h, w = g.shape
+    ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
+    design = np.stack([np.ones(h * w, np.float32), xs.ravel() / w, ys.ravel() / h], 1)
+    flat = g
+    for _ in range(3):
+        paper = _paper_side(flat)
+        coef, *_ = np.linalg.lstsq(design[paper.ravel()], g.ravel()[paper.ravel()], rcond=None)
+        plane = (design @ coef).reshape(h, w).astype(np.float32)
+        flat = g - plane + float(np.median(plane))
+    paper = _paper_side(flat)
+    if paper.all() or not paper.any():
+        return None
+    paper_level, ink_level = _median(flat[paper]), _median(flat[~paper])
+    if abs(ink_level - paper_level) < TIGHT_CONTRAST:
+        return None  # two levels of paper (a shadow's edge), or none
+    ink = np.clip((flat - paper_level) / (ink_level - paper_level), 0.0, 1.0)
+    return np.where(ink > TIGHT_INK, ink, 0.0).astype(np.float32)
 
 
 def _strokes(signed: np.ndarray, found: Found) -> np.ndarray:

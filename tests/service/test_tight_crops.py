@@ -46,16 +46,16 @@ def test_tightly_cropped_scans_are_read_and_never_blank(client, cut):
 
 
 @pytest.mark.parametrize("cut", [False, True], ids=["tight", "stroke-cut-at-the-edge"])
-def test_tightly_cropped_photos_are_read_and_hardly_ever_blank(client, cut):
-    """Uneven light, grain and JPEG: at most 1 in 200 answered blank (before: 18% and 25%), >= 90% read right (97% and
-    91.5% now; before: 74% and 65%). Not yet the issue's 98% and none: light ink on a dark ground, cut at the edge and
-    scaled up, still has its colour misjudged now and then."""
+def test_tightly_cropped_photos_are_read_and_never_blank(client, cut):
+    """Uneven light, grain and JPEG: none answered blank (before: 18% and 25%), >= 96% read right (99.5% and 97% now;
+    before issue 29: 74% and 65%). Not yet the issue's 98% with a stroke cut: of the 6 misread there, one is a 5 whose
+    cut took its flag (it reads 3), one a 0 whose faint stroke breaks, four are thumbnails 11 to 42 px wide."""
     uploads, labels = crops(200, 129 + cut, cut, photo=True)
     results = read_all(client, uploads)
     right = sum(r["prediction"] == label for r, label in zip(results, labels))
     blank = sum(r["blank"] for r in results)
     print(f"tight crops, photographed{', a stroke cut' if cut else ''}: {right} of {len(labels)} read right, {blank} blank")
-    assert right / len(labels) >= 0.90 and blank <= 1, f"{right} of {len(labels)} read right, {blank} blank"
+    assert right / len(labels) >= 0.96 and blank == 0, f"{right} of {len(labels)} read right, {blank} blank"
 
 
 def test_the_network_sees_the_whole_digit_when_its_ink_touches_every_edge(client):
