@@ -33,6 +33,7 @@ MIN_PEAK = 0.3  # the digit's strongest stroke has at least this contrast: faint
 GROUP_MARGIN = 0.4  # other components within this fraction of the main one's size belong to the same digit (a 5's flag)
 GROUP_MIN_MASS = 0.05  # ... when they carry at least this share of its ink (smaller ones are specks)
 TIGHT_SIDE = 128  # a photographed digit that reaches the frame's edge is read on a copy at most this large ...
+TIGHT_BLUR = 1.0  # ... its grain smoothed by a Gaussian this wide (px) at that size, narrower on a smaller image ...
 TIGHT_CONTRAST = 0.3  # ... two levels this far apart (ink on paper; a shadow on paper is less) ...
 TIGHT_INK = 0.25  # ... where ink is at least this far from the paper's level towards the ink's
 TIGHT_SPAN = 0.6  # a digit is tightly cropped when its ink spans this share of the frame's width and height ...
@@ -342,8 +343,9 @@ def _tight_photo(grey: np.ndarray) -> np.ndarray | None:
     (the light's slope) fitted to the pixels Otsu's threshold puts on the paper's side, which is the side most of the
     border is on (the ink leaves most of the border free even in a tight crop); fitted again on the flattened image,
     twice, then ink is what lies past the threshold, scaled by the ink's own level."""
-    g = cv2.GaussianBlur(shrink(grey, TIGHT_SIDE), (0, 0), 1.0)
+    g = shrink(grey, TIGHT_SIDE)
     h, w = g.shape
+    g = cv2.GaussianBlur(g, (0, 0), TIGHT_BLUR * max(h, w) / TIGHT_SIDE)  # a thumbnail's strokes are 1-2 px: not smeared
     ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
     design = np.stack([np.ones(h * w, np.float32), xs.ravel() / w, ys.ravel() / h], 1)
     flat = g

@@ -47,15 +47,16 @@ def test_tightly_cropped_scans_are_read_and_never_blank(client, cut):
 
 @pytest.mark.parametrize("cut", [False, True], ids=["tight", "stroke-cut-at-the-edge"])
 def test_tightly_cropped_photos_are_read_and_never_blank(client, cut):
-    """Uneven light, grain and JPEG: none answered blank (before: 18% and 25%), >= 96% read right (99.5% and 97% now;
-    before issue 29: 74% and 65%). Not yet the issue's 98% with a stroke cut: of the 6 misread there, one is a 5 whose
-    cut took its flag (it reads 3), one a 0 whose faint stroke breaks, four are thumbnails 11 to 42 px wide."""
+    """Uneven light, grain and JPEG: >= 98% read right (now 100% and 98.5%; before issue 29: 74% and 65%), none
+    answered blank (before: 18% and 25%). Thumbnails 11 to 42 px wide are in it: their 1-2 px strokes are read without
+    the blur a larger photo's grain needs. Of the 3 misread with a stroke cut, the cut took a 5's flag (it reads 3) and
+    a 6's stem (it reads 0), and a 0's faint stroke breaks."""
     uploads, labels = crops(200, 129 + cut, cut, photo=True)
     results = read_all(client, uploads)
     right = sum(r["prediction"] == label for r, label in zip(results, labels))
     blank = sum(r["blank"] for r in results)
     print(f"tight crops, photographed{', a stroke cut' if cut else ''}: {right} of {len(labels)} read right, {blank} blank")
-    assert right / len(labels) >= 0.96 and blank == 0, f"{right} of {len(labels)} read right, {blank} blank"
+    assert right / len(labels) >= 0.98 and blank == 0, f"{right} of {len(labels)} read right, {blank} blank"
 
 
 def test_the_network_sees_the_whole_digit_when_its_ink_touches_every_edge(client):
