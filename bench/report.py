@@ -22,7 +22,27 @@ def _best_in_process(model: dict | None, precision: str) -> float | None:
     return max((o["images_per_s"] for o in _in_process(model, precision)), default=None)
 
 
+def _ceiling(run: dict, p16: dict, cores: int, precision: str) -> list:
+    """The best paired ratio any request path could reach here: each /predict costs at least the model's CPU (its
+    onnxruntime ms at 16 clients) and what a GET that does nothing costs the event loop and the client (bench/service.py
+    _floor); the in-process run costs its cores over its rate an image."""
+    in_process = median(p["in_process_images_per_s"] for p in run["paired"])
+    per_image = 1000.0 * cores / in_process
+    model_ms, floor = p16["cpu"]["other_threads_ms"], run["floor"]["cpu"]
+    least = model_ms + floor["event_loop_ms"] + floor["client_ms"]
+    today = model_ms + p16["cpu"]["event_loop_ms"] + p16["cpu"]["client_ms"]
+    return [
+        f"ceiling of that ratio on {cores} cores: in-process CPU an image over the least a /predict can cost (its model CPU, "
+        f"and the event loop and client CPU of `GET {run['floor']['path']}`)",
+        precision,
+        "",
+        f"{per_image:.2f} / ({model_ms} + {floor['event_loop_ms']} + {floor['client_ms']}) = {per_image / least:.2f} "
+        f"(with the /predict loop's {p16['cpu']['event_loop_ms']} ms: {per_image / today:.2f})",
+    ]
+
+
 def _targets(model: dict, svc: dict) -> str:
+    cores = svc.get("cores")
     big = [o for o in model["onnxruntime"] if o["batch"] >= 16]
     rows = [["model at batch >= 16, fraction of the GEMM roofline", "fp32", ">= 0.6", min(o["fraction_of_roofline"] for o in big)]]
     for precision, run in svc["precisions"].items():
@@ -51,6 +71,8 @@ def _targets(model: dict, svc: dict) -> str:
                     ", ".join(f"{x:.2f}" for x in ratios) + f" (median {median(ratios):.2f})",
                 ]
             ]
+        if run.get("paired") and run.get("floor") and cores:
+            rows += [_ceiling(run, p16, cores, precision)]
         rows += [
             [
                 "`/predict` p50 at concurrency 1 minus the model's batch-1 latency",

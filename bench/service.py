@@ -12,6 +12,7 @@ from bench.payloads import predict_requests, reconstruct_requests
 from bench.server import Server
 
 CONCURRENCY = (1, 4, 16, 64)
+FLOOR_PATH = "/healthz"  # a GET that does nothing: what uvicorn, Starlette and our middleware cost a request
 
 
 def _cpu(server: Server) -> dict[str, float]:
@@ -54,7 +55,7 @@ def measure(
     paired_batch: dict[str, int] | None = None,
 ) -> dict:
     """Each precision on its own server (CAPSNET_PRECISION), the rest of the settings at their defaults."""
-    out: dict = {"duration_s": duration_s, "precisions": {}}
+    out: dict = {"duration_s": duration_s, "cores": len(os.sched_getaffinity(0)), "precisions": {}}
     files = model_files(weights) if weights else {}
     for precision in precisions:
         model_file = files.get(precision)
@@ -81,11 +82,24 @@ def _measure_one(
                 r = load(server.url, reqs, c, duration_s, max_requests).summary()
                 rows.append({"concurrency": c, **r, "cpu": _cpu_per_request(before, _cpu(server), r["requests"])})
             out["endpoints"][path] = rows
+        out["floor"] = _floor(server, duration_s, max_requests)
         if model_file is not None and paired_rounds:
             out["paired"] = _paired(server, bodies["/predict"], model_file, duration_s, max_requests, paired_rounds, paired_batch)
         return out
     finally:
         server.stop()
+
+
+def _floor(server: Server, duration_s: float, max_requests: int) -> dict:
+    """`GET /healthz` at 16 clients: the event loop's CPU for a request that does no work of its own.
+
+    Why: on a machine the load generator, the event loop and the model share, the service's rate is bounded by the
+    CPU each request costs; with the model's share (onnxruntime ms a /predict) and this floor for everything else,
+    the report computes the best ratio to the in-process rate that any request path could reach on these cores."""
+    get = [f"GET {FLOOR_PATH} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nConnection: keep-alive\r\n\r\n".encode()]
+    before = _cpu(server)
+    r = load(server.url, get, PAIRED_CLIENTS, duration_s, max_requests * 10).summary()
+    return {"path": FLOOR_PATH, "concurrency": PAIRED_CLIENTS, **r, "cpu": _cpu_per_request(before, _cpu(server), r["requests"])}
 
 
 def _paired(

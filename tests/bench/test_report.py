@@ -71,6 +71,51 @@ def test_paired_rounds_give_their_own_ratios_and_median(tmp_path):
     assert "| 2 | 1300.0 | 1100.0 | 780.0 | 0.65 | 20.0 | 0 |" in md  # round 2 divided by the mean of the runs around it
 
 
+def test_the_ceiling_of_the_paired_ratio_is_the_model_cpu_over_the_least_a_request_can_cost(tmp_path):
+    """On 2 cores, in-process at 500 images/s is 4.0 ms of CPU an image; a /predict whose model costs 3.6 ms and whose
+    HTTP costs what a GET that does nothing costs (0.35 + 0.05 ms) can reach at best 4.0 / 4.0 = 1.00 of it; with the
+    /predict loop's own 1.05 ms, 4.0 / 4.7 = 0.85."""
+    ort = [{"batch": b, "latency_ms": 1.0, "images_per_s": 500.0, "gflops": 1, "fraction_of_roofline": 0.8} for b in (1, 32)]
+    cpu = {"event_loop_ms": 1.05, "other_threads_ms": 3.6, "client_ms": 0.05, "machine_busy_fraction": 0.95}
+
+    def row(c, rps):
+        return {
+            "concurrency": c,
+            "requests": 10,
+            "throughput_rps": rps,
+            "p50_ms": 3.0,
+            "p95_ms": 3,
+            "p99_ms": 3,
+            "errors": 0,
+            "cpu": cpu,
+        }
+
+    paired = [
+        {
+            "in_process_before": 500.0,
+            "in_process_after": 500.0,
+            "in_process_images_per_s": 500.0,
+            "service_rps": 400.0,
+            "errors": 0,
+            "p50_ms": 20.0,
+            "ratio": 0.8,
+        }
+    ]
+    floor = {"path": "/healthz", "cpu": {"event_loop_ms": 0.35, "other_threads_ms": 0.0, "client_ms": 0.05}}
+    service = {
+        "paired": paired,
+        "floor": floor,
+        "endpoints": {"/predict": [row(1, 300.0), row(16, 400.0)], "/reconstruct": [row(1, 1500.0)]},
+    }
+    _write(tmp_path, ort, service)
+    (tmp_path / "service.json").write_text(json.dumps({"duration_s": 1, "cores": 2, "precisions": {"fp32": service}}))
+    md = render(tmp_path)
+    assert "ceiling of that ratio on 2 cores" in md
+    assert "| fp32 |  | 4.00 / (3.6 + 0.35 + 0.05) = 1.00 (with the /predict loop's 1.05 ms: 0.85) |" in md
+    _write(tmp_path, ort, service)  # results from before the floor was measured: no cores either
+    assert "ceiling" not in render(tmp_path)
+
+
 def test_profile_tables_for_each_model_file(tmp_path):
     def rows(op):
         return [
