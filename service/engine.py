@@ -24,8 +24,17 @@ log = logging.getLogger("capsnet.engine")
 PROVIDER_NAMES = {"cuda": "CUDAExecutionProvider", "cpu": "CPUExecutionProvider"}
 # EXHAUSTIVE cuDNN search would make the first request (and every new batch shape) slow; HEURISTIC does not.
 CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC", "do_copy_in_default_stream": "1"}
-# `primary`: the 1152 primary capsules, which the routing inspector (service/routing.py) routes again, step by step
-OUTPUTS = ("lengths", "poses", "reconstruction", "coupling", "primary")
+# What every answer reads; and what only some ask for, fetched for a batch when one of its requests does (a remote
+# engine sends 82 KB of them an image, against 3.8 KB of the rest): `coupling` for ?include=coupling[_grid] and the
+# protocol, `primary`, the 1152 primary capsules, which the routing inspector (service/routing.py) routes again
+BASE_OUTPUTS = ("lengths", "poses", "reconstruction")
+EXTRA_OUTPUTS = frozenset({"coupling", "primary"})
+OUTPUTS = (*BASE_OUTPUTS, *sorted(EXTRA_OUTPUTS))
+
+
+def fetched(extras: frozenset[str]) -> list[str]:
+    """The graph outputs a batch fetches: the base ones and the extras its requests asked for."""
+    return [*BASE_OUTPUTS, *sorted(extras & EXTRA_OUTPUTS)]
 
 
 def recon_error(images: np.ndarray, recon: np.ndarray) -> np.ndarray:
@@ -149,13 +158,17 @@ class Engine:
     def describe(self) -> dict[str, Any]:
         return {"kind": "local"}
 
-    def predict(self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """images float32 [N,1,S,S] -> the graph's OUTPUTS, and the counterfactuals of the rows `explain` marks (None: all).
+    def predict(
+        self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, extras: frozenset[str] = EXTRA_OUTPUTS
+    ) -> dict[str, np.ndarray]:
+        """images float32 [N,1,S,S] -> the graph's BASE_OUTPUTS and the `extras` asked for, and the counterfactuals of the
+        rows `explain` marks (None: all).
 
         `busy`: other requests are in flight, so the event loop needs a core too; the session with fewer threads runs
         the batch (service/cores.py says why)."""
         session = self.capsnet_busy if busy and self.capsnet_busy is not None else self.capsnet
-        out = dict(zip(OUTPUTS, session.run(list(OUTPUTS), {"image": images})))
+        names = fetched(extras)
+        out = dict(zip(names, session.run(names, {"image": images})))
         return explained(self.reconstruct, out, images, explain)
 
     def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:

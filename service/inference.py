@@ -44,8 +44,11 @@ class InferenceEngine(Protocol):
         """`capsnet` and `decoder`: what each graph takes and gives, as the engine reports it (-1: the batch axis)."""
         ...
 
-    def predict(self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """images float32 [N,1,S,S] -> the capsnet graph's outputs, and counterfactuals for the rows `explain` marks."""
+    def predict(
+        self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, extras: frozenset[str] = ...
+    ) -> dict[str, np.ndarray]:
+        """images float32 [N,1,S,S] -> the capsnet graph's base outputs and the `extras` asked for (engine.EXTRA_OUTPUTS,
+        all of them by default), and counterfactuals for the rows `explain` marks."""
         ...
 
     def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:

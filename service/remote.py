@@ -30,7 +30,7 @@ from model import FP32_FILE
 from service.batcher import EngineUnavailable
 from service.card import ModelCard
 from service.cores import REMOTE_WORKERS
-from service.engine import OUTPUTS, explained
+from service.engine import EXTRA_OUTPUTS, explained, fetched
 from service.inference import Signature
 from service.oip import TensorSpec
 
@@ -227,9 +227,12 @@ class RemoteEngine:
         result = self._call(f"{model} inference", lambda c: c.infer(model, tensors, outputs=wanted))
         return {name: result.as_numpy(name) for name in outputs}
 
-    def predict(self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """As Engine.predict: capsnet on the engine, then the counterfactuals on its decoder. `busy` means nothing here."""
-        out = self._infer("capsnet", [("image", "FP32", np.ascontiguousarray(images, np.float32))], list(OUTPUTS))
+    def predict(
+        self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, extras: frozenset[str] = EXTRA_OUTPUTS
+    ) -> dict[str, np.ndarray]:
+        """As Engine.predict: capsnet on the engine (only the outputs wanted travel), then the counterfactuals on its
+        decoder. `busy` means nothing here."""
+        out = self._infer("capsnet", [("image", "FP32", np.ascontiguousarray(images, np.float32))], fetched(extras))
         return explained(self.reconstruct, out, images, explain)
 
     def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:

@@ -152,7 +152,8 @@ def _stats(request: Request) -> dict[str, ModelStats]:
 
 
 async def _run_capsnet(state: AppState, req: InferRequest) -> Inference:
-    return await state.batcher.submit(req.inputs["image"], state.settings.request_timeout_s, explain=False)  # the graph's outputs only
+    wanted = frozenset(t.name for t, _ in req.outputs)  # the graph's outputs only, those asked for (all when none are named)
+    return await state.batcher.submit(req.inputs["image"], state.settings.request_timeout_s, explain=False, extras=wanted)
 
 
 async def _run_decoder(state: AppState, req: InferRequest) -> Inference:

@@ -166,6 +166,12 @@ PREDICT_ERRORS = {**ERRORS, 404: {"model": ErrorBody, "description": "include=ro
 EXTRAS = {"coupling", "coupling_grid", "counterfactuals", "routing", PIXELS}
 
 
+def _outputs(extras: set[str]) -> frozenset[str]:
+    """The graph outputs `include` needs beyond those every answer reads: the coupling coefficients for the coupling
+    maps, the primary capsules for the routing trace."""
+    return frozenset({"coupling"} if extras & {"coupling", "coupling_grid"} else ()) | frozenset({"primary"} if "routing" in extras else ())
+
+
 INCLUDE_DOC = (
     "comma-separated extras: `coupling` adds the routing coefficients [1152][10] and their 6x6 map per digit "
     "`coupling_grid` [10][6][6]; `coupling_grid` adds only the map; `counterfactuals` adds the decoder's image from each "
@@ -268,7 +274,7 @@ async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     capsule_type = _routing(request, extras, state)
     images = await _images(body, state, batch=False)
     timer.preprocessed()
-    inference = await state.batcher.submit(images, state.settings.request_timeout_s)
+    inference = await state.batcher.submit(images, state.settings.request_timeout_s, extras=_outputs(extras))
     timer.inferred(inference.queue_s, inference.model_s)
     routing = await _trace(inference.out, extras, capsule_type, state)
     response = FastJSON(_result(inference.out, 0, images[0], state, extras, routing))  # ~0.1 ms: cheaper than a thread hop
@@ -290,7 +296,7 @@ async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> Fast
     capsule_type = _routing(request, extras, state)
     images = await _images(body, state, batch=True)
     timer.preprocessed()
-    inference = await state.batcher.submit(images, state.settings.request_timeout_s)
+    inference = await state.batcher.submit(images, state.settings.request_timeout_s, extras=_outputs(extras))
     timer.inferred(inference.queue_s, inference.model_s)
     out = inference.out
     routing = await _trace(out, extras, capsule_type, state)

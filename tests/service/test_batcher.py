@@ -14,7 +14,7 @@ from service.batcher import Batcher, InferenceFailed, Overloaded
 def fake_model(calls: list[int], gate: threading.Event | None = None):
     """A stand-in for onnxruntime whose output rows identify their input rows."""
 
-    def run(x: np.ndarray, busy: bool = False, explain: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    def run(x: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, extras: frozenset = frozenset()) -> dict[str, np.ndarray]:
         if gate is not None:
             gate.wait(5)
         calls.append(len(x))
@@ -96,7 +96,7 @@ def test_a_failing_batch_fails_its_requests_and_the_loop_goes_on():
     async def main():
         n = {"calls": 0}
 
-        def flaky(x, busy=False, explain=None):
+        def flaky(x, busy=False, explain=None, extras=frozenset()):
             n["calls"] += 1
             if n["calls"] == 1:
                 raise RuntimeError("boom")
@@ -119,7 +119,7 @@ def test_a_lone_request_runs_alone_and_one_among_others_runs_busy():
     async def main():
         seen: list[bool] = []
 
-        def run(x, busy=False, explain=None):
+        def run(x, busy=False, explain=None, extras=frozenset()):
             seen.append(busy)
             return {"id": x[:, 0, 0, 0]}
 
@@ -139,7 +139,7 @@ def test_several_workers_run_batches_at_the_same_time():
     async def main():
         both_inside = threading.Barrier(2, timeout=5)
 
-        def run(x, busy=False, explain=None):
+        def run(x, busy=False, explain=None, extras=frozenset()):
             both_inside.wait()  # raises BrokenBarrierError unless two batches are in the model at once
             return {"id": x[:, 0, 0, 0], "busy": np.array([busy] * len(x))}
 
@@ -196,7 +196,9 @@ def test_each_request_learns_how_long_it_queued_and_how_long_its_batch_ran():
     """What /metrics reports per phase: a request queued behind a batch that held the model 0.2 s waited about that long,
     and each reports its own batch's time in the model."""
 
-    def slow(x: np.ndarray, busy: bool = False, explain: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    def slow(
+        x: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, extras: frozenset = frozenset()
+    ) -> dict[str, np.ndarray]:
         threading.Event().wait(0.2)
         return {"id": x.reshape(len(x), -1)[:, 0].copy()}
 

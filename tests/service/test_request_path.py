@@ -192,9 +192,9 @@ def test_one_in_flight_count_feeds_the_gauge_and_the_batcher(client):
     seen: list[tuple[int, bool]] = []
     real = batcher._run
 
-    def spy(images, busy=False, explain=None):
+    def spy(images, busy=False, explain=None, extras=frozenset()):
         seen.append((metrics.in_flight, busy))
-        return real(images, busy, explain)
+        return real(images, busy, explain, extras)
 
     batcher._run = spy
     try:
@@ -208,6 +208,36 @@ def test_one_in_flight_count_feeds_the_gauge_and_the_batcher(client):
         batcher._run = real
     assert seen == [(1, False), (2, True)]
     assert "capsnet_requests_in_flight 1.0" in client.get("/metrics").text  # the scrape itself
+
+
+def test_each_request_fetches_only_the_graph_outputs_it_answers_with(client):
+    """`coupling` [1152,10] and `primary` [1152,8] (82 KB an image, against 3.8 KB for lengths, poses and the
+    reconstruction) leave the session only for requests that answer with them: include=coupling or coupling_grid,
+    include=routing, and a protocol request naming them or naming no outputs (then all are answered)."""
+    batcher = client.app.state.capsnet.batcher
+    real, fetched = batcher._run, []
+
+    def spy(images, busy=False, explain=None, extras=frozenset()):
+        out = real(images, busy, explain, extras)
+        fetched.append(set(out) & {"coupling", "primary"})
+        return out
+
+    image = {"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": [0.0] * 784}
+    batcher._run = spy
+    try:
+        answers = [
+            client.post("/predict", json={"pixels": PIXELS}),
+            client.post("/predict?include=coupling_grid", json={"pixels": PIXELS}),
+            client.post("/predict/batch?include=routing", json={"pixels": [PIXELS, PIXELS]}),
+            client.post("/v2/models/capsnet/infer", json={"inputs": [image], "outputs": [{"name": "lengths"}]}),
+            client.post("/v2/models/capsnet/infer", json={"inputs": [image]}),
+        ]
+    finally:
+        batcher._run = real
+    assert [r.status_code for r in answers] == [200] * 5
+    assert fetched == [set(), {"coupling"}, {"primary"}, set(), {"coupling", "primary"}]
+    assert "coupling_grid" in answers[1].json() and "routing" in answers[2].json()["results"][0]
+    assert [o["name"] for o in answers[4].json()["outputs"]] == ["lengths", "poses", "reconstruction", "coupling", "primary"]
 
 
 # ---- responses against the schemas /openapi.json declares for them ----
