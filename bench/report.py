@@ -22,7 +22,7 @@ def _best_in_process(model: dict | None, precision: str) -> float | None:
     return max((o["images_per_s"] for o in _in_process(model, precision)), default=None)
 
 
-def _ceiling(run: dict, p16: dict, cores: int, precision: str) -> list:
+def _ceiling(run: dict, p16: dict, cores: int, precision: str) -> list[str]:
     """The best paired ratio any request path could reach here: each /predict costs at least the model's CPU (its
     onnxruntime ms at 16 clients) and what a GET that does nothing costs the event loop and the client (bench/service.py
     _floor); the in-process run costs its cores over its rate an image."""

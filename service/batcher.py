@@ -48,7 +48,7 @@ class _Job:
     images: np.ndarray  # [n,1,S,S]
     future: asyncio.Future  # set on the event loop only
     explain: bool = True  # the counterfactual decodes are wanted
-    extras: frozenset[str] = frozenset()  # graph outputs wanted beyond those every answer reads (engine.EXTRA_OUTPUTS)
+    fetch: frozenset[str] = frozenset()  # graph outputs wanted beyond those every answer reads (engine.EXTRA_OUTPUTS)
     enqueued: float = field(default_factory=time.perf_counter)
     queue_s: float = 0.0  # set on the inference thread before the future is
     model_s: float = 0.0
@@ -113,13 +113,14 @@ class Batcher:
             if not j.future.done():
                 j.future.set_exception(Overloaded("the service is stopping"))
 
-    async def submit(self, images: np.ndarray, timeout_s: float, explain: bool = True, extras: frozenset[str] = frozenset()) -> Inference:
+    async def submit(self, images: np.ndarray, timeout_s: float, explain: bool = True, fetch: frozenset[str] = frozenset()) -> Inference:
         """Queue `images` [n,1,S,S]; their rows of every output come back, in order, with the time spent on them.
         `explain`: with the counterfactual decodes (Engine.predict); a batch runs them for the rows that want them.
-        `extras`: outputs beyond the base ones; a batch fetches what any of its requests asked for."""
+        `fetch`: graph outputs beyond the base ones (engine.EXTRA_OUTPUTS), none unless asked; a batch fetches what any of
+        its requests asked for, so a request may get more rows than it asked for, never fewer."""
         n = len(images)
         fut = asyncio.get_running_loop().create_future()
-        job = _Job(images, fut, explain, frozenset(extras))
+        job = _Job(images, fut, explain, frozenset(fetch))
         with self._cond:
             if self._stopping:
                 raise Overloaded("the service is stopping")
@@ -188,9 +189,9 @@ class Batcher:
         batch = np.concatenate([j.images for j in live]) if len(live) > 1 else live[0].images
         self._observe(len(batch))
         explain = None if all(j.explain for j in live) else np.concatenate([np.full(len(j.images), j.explain) for j in live])
-        extras = frozenset().union(*(j.extras for j in live))
+        fetch = frozenset().union(*(j.fetch for j in live))
         start = time.perf_counter()
-        out = self._run(batch, busy, explain, extras)
+        out = self._run(batch, busy, explain, fetch)
         model_s = time.perf_counter() - start
         for j in live:
             j.queue_s, j.model_s = start - j.enqueued, model_s

@@ -228,11 +228,11 @@ class RemoteEngine:
         return {name: result.as_numpy(name) for name in outputs}
 
     def predict(
-        self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, extras: frozenset[str] = EXTRA_OUTPUTS
+        self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, fetch: frozenset[str] = EXTRA_OUTPUTS
     ) -> dict[str, np.ndarray]:
         """As Engine.predict: capsnet on the engine (only the outputs wanted travel), then the counterfactuals on its
         decoder. `busy` means nothing here."""
-        out = self._infer("capsnet", [("image", "FP32", np.ascontiguousarray(images, np.float32))], fetched(extras))
+        out = self._infer("capsnet", [("image", "FP32", np.ascontiguousarray(images, np.float32))], fetched(fetch))
         return explained(self.reconstruct, out, images, explain)
 
     def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:

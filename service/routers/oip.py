@@ -153,7 +153,7 @@ def _stats(request: Request) -> dict[str, ModelStats]:
 
 async def _run_capsnet(state: AppState, req: InferRequest) -> Inference:
     wanted = frozenset(t.name for t, _ in req.outputs)  # the graph's outputs only, those asked for (all when none are named)
-    return await state.batcher.submit(req.inputs["image"], state.settings.request_timeout_s, explain=False, extras=wanted)
+    return await state.batcher.submit(req.inputs["image"], state.settings.request_timeout_s, explain=False, fetch=wanted)
 
 
 async def _run_decoder(state: AppState, req: InferRequest) -> Inference:

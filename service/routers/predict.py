@@ -169,7 +169,8 @@ EXTRAS = {"coupling", "coupling_grid", "counterfactuals", "routing", PIXELS}
 def _outputs(extras: set[str]) -> frozenset[str]:
     """The graph outputs `include` needs beyond those every answer reads: the coupling coefficients for the coupling
     maps, the primary capsules for the routing trace."""
-    return frozenset({"coupling"} if extras & {"coupling", "coupling_grid"} else ()) | frozenset({"primary"} if "routing" in extras else ())
+    wanted = {"coupling": bool(extras & {"coupling", "coupling_grid"}), "primary": "routing" in extras}
+    return frozenset(name for name, yes in wanted.items() if yes)
 
 
 INCLUDE_DOC = (
@@ -274,7 +275,7 @@ async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     capsule_type = _routing(request, extras, state)
     images = await _images(body, state, batch=False)
     timer.preprocessed()
-    inference = await state.batcher.submit(images, state.settings.request_timeout_s, extras=_outputs(extras))
+    inference = await state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
     timer.inferred(inference.queue_s, inference.model_s)
     routing = await _trace(inference.out, extras, capsule_type, state)
     response = FastJSON(_result(inference.out, 0, images[0], state, extras, routing))  # ~0.1 ms: cheaper than a thread hop
@@ -296,7 +297,7 @@ async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> Fast
     capsule_type = _routing(request, extras, state)
     images = await _images(body, state, batch=True)
     timer.preprocessed()
-    inference = await state.batcher.submit(images, state.settings.request_timeout_s, extras=_outputs(extras))
+    inference = await state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
     timer.inferred(inference.queue_s, inference.model_s)
     out = inference.out
     routing = await _trace(out, extras, capsule_type, state)

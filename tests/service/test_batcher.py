@@ -14,7 +14,7 @@ from service.batcher import Batcher, InferenceFailed, Overloaded
 def fake_model(calls: list[int], gate: threading.Event | None = None):
     """A stand-in for onnxruntime whose output rows identify their input rows."""
 
-    def run(x: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, extras: frozenset = frozenset()) -> dict[str, np.ndarray]:
+    def run(x: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, fetch: frozenset = frozenset()) -> dict[str, np.ndarray]:
         if gate is not None:
             gate.wait(5)
         calls.append(len(x))
@@ -50,6 +50,36 @@ def test_concurrent_requests_share_a_call_and_get_their_own_rows():
     assert sum(calls) == 16 and len(calls) < 8
     for i, o in enumerate(outs):
         assert o["id"].tolist() == [i, i + 0.5]
+
+
+def test_a_batch_fetches_what_any_of_its_requests_asked_for_and_each_gets_its_own_rows():
+    """Three requests wait behind a held batch, then run as one: one wants `coupling`, one `primary`, one neither. The
+    model is asked for both, once, and each request gets its own rows of every output."""
+    gate, asked = threading.Event(), []
+
+    def run(x, busy=False, explain=None, fetch=frozenset()):
+        gate.wait(5)
+        asked.append((len(x), fetch))
+        ids = x.reshape(len(x), -1)[:, 0].copy()
+        return {"id": ids, **{name: ids * 10 for name in fetch}}
+
+    async def main():
+        b = Batcher(run, max_batch=8, max_wait_s=0, max_queue=10)
+        b.start()
+        first = asyncio.ensure_future(b.submit(images(0), 5))
+        await asyncio.sleep(0.05)  # the first batch is in the model, held by the gate
+        wants = [frozenset({"coupling"}), frozenset({"primary"}), frozenset()]
+        waiting = [asyncio.ensure_future(b.submit(images(k + 1, k + 1.5), 5, fetch=f)) for k, f in enumerate(wants)]
+        await asyncio.sleep(0.05)
+        gate.set()
+        outs = [r.out for r in await asyncio.gather(first, *waiting)]
+        await b.stop()
+        return outs
+
+    outs = asyncio.run(main())
+    assert asked == [(1, frozenset()), (6, frozenset({"coupling", "primary"}))]
+    for k, o in enumerate(outs[1:]):
+        assert o["id"].tolist() == [k + 1, k + 1.5] and o["coupling"].tolist() == [10 * (k + 1), 10 * (k + 1.5)]
 
 
 def test_requests_are_kept_whole_across_batches():
@@ -96,7 +126,7 @@ def test_a_failing_batch_fails_its_requests_and_the_loop_goes_on():
     async def main():
         n = {"calls": 0}
 
-        def flaky(x, busy=False, explain=None, extras=frozenset()):
+        def flaky(x, busy=False, explain=None, fetch=frozenset()):
             n["calls"] += 1
             if n["calls"] == 1:
                 raise RuntimeError("boom")
@@ -119,7 +149,7 @@ def test_a_lone_request_runs_alone_and_one_among_others_runs_busy():
     async def main():
         seen: list[bool] = []
 
-        def run(x, busy=False, explain=None, extras=frozenset()):
+        def run(x, busy=False, explain=None, fetch=frozenset()):
             seen.append(busy)
             return {"id": x[:, 0, 0, 0]}
 
@@ -139,7 +169,7 @@ def test_several_workers_run_batches_at_the_same_time():
     async def main():
         both_inside = threading.Barrier(2, timeout=5)
 
-        def run(x, busy=False, explain=None, extras=frozenset()):
+        def run(x, busy=False, explain=None, fetch=frozenset()):
             both_inside.wait()  # raises BrokenBarrierError unless two batches are in the model at once
             return {"id": x[:, 0, 0, 0], "busy": np.array([busy] * len(x))}
 
@@ -196,9 +226,7 @@ def test_each_request_learns_how_long_it_queued_and_how_long_its_batch_ran():
     """What /metrics reports per phase: a request queued behind a batch that held the model 0.2 s waited about that long,
     and each reports its own batch's time in the model."""
 
-    def slow(
-        x: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, extras: frozenset = frozenset()
-    ) -> dict[str, np.ndarray]:
+    def slow(x: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, fetch: frozenset = frozenset()) -> dict[str, np.ndarray]:
         threading.Event().wait(0.2)
         return {"id": x.reshape(len(x), -1)[:, 0].copy()}
 

@@ -121,11 +121,11 @@ def test_a_failed_inference_is_one_500_with_an_id_then_service_goes_on(client, c
     real = batcher._run
     calls = {"n": 0}
 
-    def flaky(images, busy=False, explain=None, extras=frozenset()):
+    def flaky(images, busy=False, explain=None, fetch=frozenset()):
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("simulated onnxruntime failure")
-        return real(images, busy, explain, extras)
+        return real(images, busy, explain, fetch)
 
     batcher._run = flaky
     try:

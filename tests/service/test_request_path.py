@@ -192,9 +192,9 @@ def test_one_in_flight_count_feeds_the_gauge_and_the_batcher(client):
     seen: list[tuple[int, bool]] = []
     real = batcher._run
 
-    def spy(images, busy=False, explain=None, extras=frozenset()):
+    def spy(images, busy=False, explain=None, fetch=frozenset()):
         seen.append((metrics.in_flight, busy))
-        return real(images, busy, explain, extras)
+        return real(images, busy, explain, fetch)
 
     batcher._run = spy
     try:
@@ -211,14 +211,14 @@ def test_one_in_flight_count_feeds_the_gauge_and_the_batcher(client):
 
 
 def test_each_request_fetches_only_the_graph_outputs_it_answers_with(client):
-    """`coupling` [1152,10] and `primary` [1152,8] (82 KB an image, against 3.8 KB for lengths, poses and the
+    """`coupling` [1152,10] and `primary` [1152,8] (83 KB an image, against 3.8 KB for lengths, poses and the
     reconstruction) leave the session only for requests that answer with them: include=coupling or coupling_grid,
     include=routing, and a protocol request naming them or naming no outputs (then all are answered)."""
     batcher = client.app.state.capsnet.batcher
     real, fetched = batcher._run, []
 
-    def spy(images, busy=False, explain=None, extras=frozenset()):
-        out = real(images, busy, explain, extras)
+    def spy(images, busy=False, explain=None, fetch=frozenset()):
+        out = real(images, busy, explain, fetch)
         fetched.append(set(out) & {"coupling", "primary"})
         return out
 
