@@ -39,6 +39,9 @@ from model.train import WeightAverage, epoch_record, optimise, save_epoch
 log = logging.getLogger("capsnet.train_multimnist")
 
 
+LR = 1e-3  # Adam's rate at epoch 0, as model/train.py's for MNIST
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", default=MNIST_DIR, help="directory holding MNIST's four IDX files")
@@ -58,7 +61,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="forward pass under bfloat16 autocast (twice the steps a second on a CPU with AMX, measured; scored in float32)",
     )
     p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate at epoch 0")
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help=f"Adam learning rate at epoch 0 (default {LR}); with --resume, the rate from there on (default: the checkpoint's)",
+    )
     p.add_argument("--lr-decay", type=float, default=0.9, help="exponential decay of the learning rate per epoch")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads for torch")
@@ -148,7 +156,7 @@ def train(args: argparse.Namespace) -> dict:
         init_from_mnist(model, args.init)
         log.info("started from %s", args.init)
     model.to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr or LR)
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=args.lr_decay)
     state: dict = {"epoch": 0, "history": [], "best_acc": 0.0, "train_seconds": 0.0, "pairs_seen": 0}
     ema = WeightAverage(model, args.ema_decay) if args.ema_decay > 0 else None
@@ -159,6 +167,9 @@ def train(args: argparse.Namespace) -> dict:
         sched.load_state_dict(ckpt["scheduler"])
         # A resumed run may decay more slowly than it began: --lr-decay applies from here on.
         sched.gamma = args.lr_decay
+        if args.lr is not None:  # ... and may start again from another rate (ExponentialLR scales the group's rate each epoch)
+            for group in opt.param_groups:
+                group["lr"] = args.lr
         if ema is not None:
             ema.model.load_state_dict(ckpt["ema"] or ckpt["model"])
         state = {k: ckpt[k] for k in state}

@@ -122,7 +122,8 @@ def trained(tmp_path_factory):
     argv = ["--data", str(data), "--out", str(out), "--batch-size", "8", "--threads", "1", "--pairs-per-epoch", "16", "--eval-pairs", "10"]
     state = train(parse_args([*argv, "--epochs", "1"]))
     assert state["epoch"] == 1 and state["pairs_seen"] == 16
-    state = train(parse_args([*argv, "--epochs", "2", "--resume", str(out / "last.pt"), "--bf16"]))  # on under autocast
+    resume = ["--epochs", "2", "--resume", str(out / "last.pt"), "--bf16", "--lr", "5e-4"]  # on under autocast, at a new rate
+    state = train(parse_args([*argv, *resume]))
     return tmp, data, out, state
 
 
@@ -131,6 +132,7 @@ def test_training_checkpoints_scores_pairs_and_resumes(trained) -> None:
     assert state["epoch"] == 2 and state["pairs_seen"] == 32
     history = json.loads((out / "history.json").read_text())
     assert [h["pairs_seen"] for h in history] == [16, 32] and [h["bf16"] for h in history] == [False, True]
+    assert [h["lr"] for h in history] == pytest.approx([1e-3 * 0.9, 5e-4 * 0.9])  # each after its epoch's decay
     assert all(0.0 <= h["test"]["both_right"] <= h["test"]["at_least_one_right"] <= 1.0 for h in history)
     assert torch.load(out / "best.pt", weights_only=False)["best_weights"] in ("model", "ema")
 
