@@ -39,6 +39,11 @@ def included(value: str | None, allowed: set[str]) -> set[str]:
     return parts
 
 
+def pixels_asked(include: str | None) -> bool:
+    """?include= on a route whose only extra is `pixels` (/probe, /reconstruct, the two-digit /predict)."""
+    return PIXELS in included(include, {PIXELS})
+
+
 def picture(pixels: np.ndarray, with_pixels: bool = False) -> dict[str, Any]:
     """[H,W] in [0,1] -> {"png": base64} as the API returns images, and its rows of values when the caller asks
     (?include=pixels): 784 rounded numbers are 10 KB of JSON that a viewer of the PNG never reads."""

@@ -16,7 +16,7 @@ from service.body import BodyRoute
 from service.errors import Invalid
 from service.imaging import encode_png, tile_grid
 from service.pairs import pair_engine
-from service.responses import PIXELS, PIXELS_PARAM, FastJSON, included, picture
+from service.responses import PIXELS_PARAM, FastJSON, picture, pixels_asked
 from service.schemas import ERRORS, Perturbation, PerturbRequest, Reconstruction, ReconstructRequest
 from service.state import AppState, ReadyDep
 
@@ -62,7 +62,7 @@ def _decoder(request: Request, state: AppState) -> tuple[Decoder, int]:
 async def reconstruct(request: Request, req: ReconstructRequest, state: ReadyDep) -> FastJSON:
     """The decoder on `pose` placed in capsule `digit` (all other capsules zero), as in training."""
     decoder, _ = _decoder(request, state)
-    with_pixels = PIXELS in included(request.query_params.get("include"), {PIXELS})
+    with_pixels = pixels_asked(request.query_params.get("include"))
     pose = _pose(req.digit, req.pose, state)
     img = await to_thread.run_sync(decoder, np.array([req.digit], np.int64), pose[None])
     return FastJSON({"reconstruction": picture(img[0, 0], with_pixels)})

@@ -21,7 +21,7 @@ from service.multipart import file_parts
 from service.pairs import NAME as PAIRS
 from service.pairs import PairEngine, pair_engine
 from service.pairs import answer as pair_answer
-from service.responses import PIXELS, PIXELS_DOC, PIXELS_PARAM, FastJSON, included, picture, rounded
+from service.responses import PIXELS, PIXELS_DOC, PIXELS_PARAM, FastJSON, included, picture, pixels_asked, rounded
 from service.routing import NoRouting
 from service.schemas import (
     ERRORS,
@@ -237,7 +237,7 @@ async def _predict_pair(request: Request, body: Body, state: AppState, pairs: Pa
     if request.query_params.get("routing_type"):
         raise Invalid(f"routing_type is for model=capsnet, not {PAIRS}")
     try:
-        with_pixels = PIXELS in included(request.query_params.get("include"), {PIXELS})
+        with_pixels = pixels_asked(request.query_params.get("include"))
     except Invalid as e:
         raise Invalid(f"{e}: the other extras are for model=capsnet") from e
     timer = PhaseTimer(state.metrics, f"/predict?model={PAIRS}", body.parse_s)
@@ -319,7 +319,7 @@ async def probe(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     shifted by each of up to 64 transforms (model/affine.py), each run through the network: how the lengths, the
     prediction and the poses follow the viewpoint. Equivariance would keep the lengths and move the poses."""
     timer = PhaseTimer(state.metrics, "/probe", body.parse_s)
-    with_pixels = PIXELS in included(request.query_params.get("include"), {PIXELS})
+    with_pixels = pixels_asked(request.query_params.get("include"))
     req = _validated(body.json, ProbeJSON)  # JSON only: BodyRoute answers 415 to anything else
     if req.pixels is not None:
         base = _pixel_array(req.pixels, state, "pixels", 2)
