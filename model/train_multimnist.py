@@ -155,7 +155,8 @@ def train(args: argparse.Namespace) -> dict:
     if args.init != "none" and not args.resume:
         init_from_mnist(model, args.init)
         log.info("started from %s", args.init)
-    model.to(device)
+    # NHWC: oneDNN's convolutions, their backward above all, run faster on it (the steps a second are in the history)
+    model.to(device, memory_format=torch.channels_last)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr or LR)
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=args.lr_decay)
     state: dict = {"epoch": 0, "history": [], "best_acc": 0.0, "train_seconds": 0.0, "pairs_seen": 0}
@@ -184,7 +185,8 @@ def train(args: argparse.Namespace) -> dict:
         bar = tqdm(range(0, len(base), args.batch_size), desc=f"epoch {epoch + 1}/{args.epochs}", unit="step")
         for i in bar:
             batch = make_pairs(xtr, ytr, base[i : i + args.batch_size], gen, args.single_share)
-            batch = Pairs(batch.image.to(device), batch.digits.to(device), batch.labels.to(device))
+            image = batch.image.to(device, memory_format=torch.channels_last)
+            batch = Pairs(image, batch.digits.to(device), batch.labels.to(device))
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
                 outs = forward_pairs(model, batch.image, batch.labels)
             loss, m, r = pair_loss({k: v.float() for k, v in outs.items()}, batch, model.cfg)
