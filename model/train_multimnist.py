@@ -72,6 +72,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads for torch")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda when torch sees a GPU, else cpu")
     p.add_argument("--init", default=f"weights/{FP32_FILE}", help="MNIST capsnet.onnx to start from, or 'none' for random weights")
+    p.add_argument(
+        "--freeze",
+        nargs="*",
+        default=[],
+        choices=["conv1"],
+        help="layers kept as --init gave them: conv1's stroke filters, whose input gradient through the primary convolution "
+        "then goes uncomputed (a step 18%% shorter, measured; not in the paper)",
+    )
     p.add_argument("--resume", default=None, help="a checkpoint of this command (last.pt) to continue")
     p.add_argument("--ema-decay", type=float, default=0.999, help="decay per step of the weight average scored beside the weights")
     p.add_argument("--limit", type=int, default=0, help="use only this many training digits (0: all); for smoke runs")
@@ -155,6 +163,8 @@ def train(args: argparse.Namespace) -> dict:
     if args.init != "none" and not args.resume:
         init_from_mnist(model, args.init)
         log.info("started from %s", args.init)
+    for name in args.freeze:
+        getattr(model, name).requires_grad_(False)  # Adam passes over parameters without a gradient
     # NHWC: oneDNN's convolutions, their backward above all, run faster on it (the steps a second are in the history)
     model.to(device, memory_format=torch.channels_last)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr or LR)
@@ -206,6 +216,7 @@ def train(args: argparse.Namespace) -> dict:
             "pairs_seen": state["pairs_seen"],
             "single_share": args.single_share,
             "bf16": args.bf16,
+            "frozen": args.freeze,
             **epoch_record(totals, steps, train_s, opt),
             "test": score,
             **({"ema_test": ema_score} if ema_score is not None else {}),

@@ -120,6 +120,7 @@ def trained(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("multimnist")
     data, out = _mnist_dir(tmp), tmp / "ckpt"
     argv = ["--data", str(data), "--out", str(out), "--batch-size", "8", "--threads", "1", "--pairs-per-epoch", "16", "--eval-pairs", "10"]
+    argv += ["--freeze", "conv1"]
     state = train(parse_args([*argv, "--epochs", "1"]))
     assert state["epoch"] == 1 and state["pairs_seen"] == 16
     resume = ["--epochs", "2", "--resume", str(out / "last.pt"), "--bf16", "--lr", "5e-4"]  # on under autocast, at a new rate
@@ -135,6 +136,16 @@ def test_training_checkpoints_scores_pairs_and_resumes(trained) -> None:
     assert [h["lr"] for h in history] == pytest.approx([1e-3 * 0.9, 5e-4 * 0.9])  # each after its epoch's decay
     assert all(0.0 <= h["test"]["both_right"] <= h["test"]["at_least_one_right"] <= 1.0 for h in history)
     assert torch.load(out / "best.pt", weights_only=False)["best_weights"] in ("model", "ema")
+
+
+def test_a_frozen_conv1_keeps_the_mnist_filters_while_the_rest_learns(trained) -> None:
+    _, _, out, _ = trained
+    weights = torch.load(out / "last.pt", weights_only=False)["model"]
+    start = CapsNet(CONFIG)
+    init_from_mnist(start, WEIGHTS / "capsnet.onnx")
+    assert torch.equal(weights["conv1.weight"], start.conv1.weight) and torch.equal(weights["conv1.bias"], start.conv1.bias)
+    assert not torch.equal(weights["primary.conv.weight"], start.primary.conv.weight)
+    assert [h["frozen"] for h in json.loads((out / "history.json").read_text())] == [["conv1"], ["conv1"]]
 
 
 def test_export_contract_parity_and_card_entry(trained) -> None:
