@@ -3,7 +3,8 @@
 A quadratic parser (the old JSON depth pre-scan's regex took 25.6 s for 64 KB of escaped quotes) grows 16x from n to
 4n and 256x to 16n; these bounds allow 4x over linear for noise and caches (a dict of 32,000 small keys outgrows caches
 that hold 2,000: on a 2-core AMD EPYC each key cost 2.5x as much, 40.1x the time for 16x the keys), which still
-leaves a quadratic parser 4x over its bound at 16n. Each time is the best of three, over
+leaves a quadratic parser 4x over its bound at 16n (at 4n it would sit on the bound: that step catches only worse than
+quadratic). Each time is the best of three, over
 enough repetitions to last a few milliseconds, so a small input is not all timer noise, with the garbage collector
 paused: its full passes cost what the whole test process holds, not what the parser does."""
 
