@@ -24,11 +24,12 @@ def random_shift(x: Tensor, max_shift: int = 2, generator: torch.Generator | Non
         return x
     n, _, h, w = x.shape
     padded = torch.nn.functional.pad(x, (max_shift,) * 4)  # [N,1,h+2s,w+2s]
-    oy = torch.randint(0, 2 * max_shift + 1, (n,), generator=generator)
-    ox = torch.randint(0, 2 * max_shift + 1, (n,), generator=generator)
-    rows = (oy[:, None] + torch.arange(h))[:, :, None]  # [N,h,1]
-    cols = (ox[:, None] + torch.arange(w))[:, None, :]  # [N,1,w]
-    return padded[torch.arange(n)[:, None, None], 0, rows, cols].unsqueeze(1)
+    # drawn where the images are (a generator there too), so that a GPU run makes its batches without leaving the GPU
+    oy = torch.randint(0, 2 * max_shift + 1, (n,), generator=generator, device=x.device)
+    ox = torch.randint(0, 2 * max_shift + 1, (n,), generator=generator, device=x.device)
+    rows = (oy[:, None] + torch.arange(h, device=x.device))[:, :, None]  # [N,h,1]
+    cols = (ox[:, None] + torch.arange(w, device=x.device))[:, None, :]  # [N,1,w]
+    return padded[torch.arange(n, device=x.device)[:, None, None], 0, rows, cols].unsqueeze(1)
 
 
 def load_tensors(directory: str | Path, limit: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:

@@ -42,10 +42,10 @@ def place(x: Tensor, generator: torch.Generator | None) -> Tensor:
 def partners(labels: Tensor, pool: Tensor, generator: torch.Generator | None) -> Tensor:
     """For each label, the index of a random image in `pool` (labels) of a different class."""
     n = len(labels)
-    idx = torch.randint(0, len(pool), (n,), generator=generator)
+    idx = torch.randint(0, len(pool), (n,), generator=generator, device=pool.device)
     same = pool[idx] == labels
     while same.any():  # one in ten collides; each redraw leaves a tenth of those
-        idx[same] = torch.randint(0, len(pool), (int(same.sum()),), generator=generator)
+        idx[same] = torch.randint(0, len(pool), (int(same.sum()),), generator=generator, device=pool.device)
         same = pool[idx] == labels
     return idx
 
@@ -57,7 +57,7 @@ def make_pairs(images: Tensor, labels: Tensor, base: Tensor, generator: torch.Ge
     a, b = place(images[base], generator), place(images[other], generator)
     second = labels[other].clone()
     if single_share > 0:
-        alone = torch.rand(len(base), generator=generator) < single_share
+        alone = torch.rand(len(base), generator=generator, device=images.device) < single_share
         b[alone] = 0.0
         second[alone] = -1
     return Pairs(image=(a + b).clamp_(0.0, 1.0), digits=torch.stack([a, b], dim=1), labels=torch.stack([labels[base], second], dim=1))

@@ -24,7 +24,6 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import Tensor
 from tqdm import tqdm
@@ -68,6 +67,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"Adam learning rate at epoch 0 (default {LR}); with --resume, the rate from there on (default: the checkpoint's)",
     )
     p.add_argument("--lr-decay", type=float, default=0.9, help="exponential decay of the learning rate per epoch")
+    p.add_argument(
+        "--budget-minutes",
+        type=float,
+        default=0.0,
+        help="train for this long (wall clock, from the start) instead of --epochs: the first epoch is timed, the count of "
+        "epochs that fit is set from it and the rate decays to --lr-final at the last; a step past the budget ends the run "
+        "(for a lent GPU's fixed time; 0: off)",
+    )
+    p.add_argument("--lr-final", type=float, default=2e-5, help="with --budget-minutes, the rate of the last epoch")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads for torch")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda when torch sees a GPU, else cpu")
@@ -143,22 +151,36 @@ def evaluate_pairs(model: CapsNet, pairs: Pairs, batch_size: int = 250) -> dict[
     device = next(model.parameters()).device
     both, one = [], []
     for i in range(0, len(pairs.image), batch_size):
-        lengths = model(pairs.image[i : i + batch_size].to(device))["lengths"].cpu()
-        b, o = both_right(lengths, pairs.labels[i : i + batch_size])
+        lengths = model(pairs.image[i : i + batch_size].to(device))["lengths"]
+        b, o = both_right(lengths, pairs.labels[i : i + batch_size].to(device))
         both.append(b)
         one.append(o)
-    return {"both_right": float(torch.cat(both).float().mean()), "at_least_one_right": float(torch.cat(one).float().mean())}
+    return {"both_right": torch.cat(both).float().mean().item(), "at_least_one_right": torch.cat(one).float().mean().item()}
+
+
+def fit_schedule(epoch_seconds: float, seconds_left: float, lr_now: float, lr_final: float) -> tuple[int, float]:
+    """How many more epochs of `epoch_seconds` fit in `seconds_left`, and the decay per epoch that takes the rate from
+    `lr_now` (the next epoch's) to `lr_final` (the last one's): a budgeted run anneals fully whatever speed it meets."""
+    more = max(0, int(seconds_left // epoch_seconds))
+    gamma = (lr_final / lr_now) ** (1.0 / (more - 1)) if more > 1 else 1.0
+    return more, gamma
 
 
 def train(args: argparse.Namespace) -> dict:
+    started = time.time()
+    deadline = started + 60.0 * args.budget_minutes if args.budget_minutes > 0 else None
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    xtr, ytr, xte, yte = load_tensors(args.data, args.limit)
-    evaluation = fixed_test_pairs(xte, yte, args.eval_pairs)
-
     device = torch.device(args.device)
+    torch.backends.cudnn.benchmark = True  # one input size throughout: let cuDNN pick its fastest convolutions once
+    # the digits and the fixed test pairs live where the network does, so that pairs are made there batch by batch
+    xtr, ytr, xte, yte = load_tensors(args.data, args.limit)
+    xtr, ytr = xtr.to(device), ytr.to(device)
+    evaluation = fixed_test_pairs(xte, yte, args.eval_pairs)
+    evaluation = Pairs(evaluation.image.to(device), evaluation.digits.to(device), evaluation.labels.to(device))
+
     model = CapsNet(CONFIG)
     if args.init != "none" and not args.resume:
         init_from_mnist(model, args.init)
@@ -167,15 +189,20 @@ def train(args: argparse.Namespace) -> dict:
         getattr(model, name).requires_grad_(False)  # Adam passes over parameters without a gradient
     # NHWC: oneDNN's convolutions, their backward above all, run faster on it (the steps a second are in the history)
     model.to(device, memory_format=torch.channels_last)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr or LR)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr or LR, fused=device.type == "cuda")
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=args.lr_decay)
     state: dict = {"epoch": 0, "history": [], "best_acc": 0.0, "train_seconds": 0.0, "pairs_seen": 0}
     ema = WeightAverage(model, args.ema_decay) if args.ema_decay > 0 else None
     if args.resume:
         ckpt = torch.load(args.resume, map_location="cpu", weights_only=False)
         model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["optimizer"])
-        sched.load_state_dict(ckpt["scheduler"])
+        if "optimizer" in ckpt:
+            opt.load_state_dict(ckpt["optimizer"])
+            sched.load_state_dict(ckpt["scheduler"])
+        else:  # a packed checkpoint (model/checkpoint_parts.py) carries no optimiser: Adam starts afresh at the last rate
+            log.info("%s holds no optimiser state: Adam starts afresh", args.resume)
+            for group in opt.param_groups:
+                group["lr"] = ckpt["history"][-1]["lr"] if ckpt.get("history") else LR
         # A resumed run may decay more slowly than it began: --lr-decay applies from here on.
         sched.gamma = args.lr_decay
         if args.lr is not None:  # ... and may start again from another rate (ExponentialLR scales the group's rate each epoch)
@@ -185,46 +212,64 @@ def train(args: argparse.Namespace) -> dict:
             ema.model.load_state_dict(ckpt["ema"] or ckpt["model"])
         state = {k: ckpt[k] for k in state}
         log.info("resumed %s at epoch %d (%d pairs seen)", args.resume, state["epoch"], state["pairs_seen"])
-    gen = torch.Generator().manual_seed(args.seed + state["epoch"])
+    gen = torch.Generator(device=device).manual_seed(args.seed + state["epoch"])
 
-    for epoch in range(state["epoch"], args.epochs):
+    last_epoch = args.epochs if deadline is None else state["epoch"] + 1  # a budget sets the count after each epoch
+    durations: list[float] = []  # of this run's epochs
+    mark = started
+    while state["epoch"] < last_epoch:
         model.train()
         t0 = time.time()
-        base = torch.randint(0, len(xtr), (args.pairs_per_epoch,), generator=gen)
-        totals, steps = np.zeros(3), 0
-        bar = tqdm(range(0, len(base), args.batch_size), desc=f"epoch {epoch + 1}/{args.epochs}", unit="step")
+        base = torch.randint(0, len(xtr), (args.pairs_per_epoch,), generator=gen, device=device)
+        totals, steps, seen = torch.zeros(3, device=device), 0, 0
+        bar = tqdm(range(0, len(base), args.batch_size), desc=f"epoch {state['epoch'] + 1}/{last_epoch}", unit="step")
         for i in bar:
+            if deadline is not None and time.time() > deadline:
+                log.info("the budget of %.1f min is spent: the epoch ends after %d of %d pairs", args.budget_minutes, seen, len(base))
+                break
             batch = make_pairs(xtr, ytr, base[i : i + args.batch_size], gen, args.single_share)
-            image = batch.image.to(device, memory_format=torch.channels_last)
-            batch = Pairs(image, batch.digits.to(device), batch.labels.to(device))
+            batch = Pairs(batch.image.contiguous(memory_format=torch.channels_last), batch.digits, batch.labels)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
                 outs = forward_pairs(model, batch.image, batch.labels)
             loss, m, r = pair_loss({k: v.float() for k, v in outs.items()}, batch, model.cfg)
             optimise(loss, opt, ema)
-            totals += (loss.item(), m.item(), r.item())
+            totals += torch.stack([loss.detach(), m.detach(), r.detach()])  # summed where they are: no wait for the GPU
             steps += 1
-            bar.set_postfix(loss=f"{totals[0] / steps:.4f}")
+            seen += len(batch.labels)
+            if steps % 25 == 0:
+                bar.set_postfix(loss=f"{totals[0].item() / steps:.4f}")
+        if steps == 0:
+            break
         sched.step()
         train_s = time.time() - t0
         score = evaluate_pairs(model, evaluation)
         ema_score = evaluate_pairs(ema.model, evaluation) if ema is not None else None
         state["train_seconds"] += train_s
-        state["pairs_seen"] += len(base)
-        state["epoch"] = epoch + 1
+        state["pairs_seen"] += seen
+        state["epoch"] += 1
         rec = {
-            "epoch": epoch + 1,
+            "epoch": state["epoch"],
             "pairs_seen": state["pairs_seen"],
             "single_share": args.single_share,
             "bf16": args.bf16,
             "frozen": args.freeze,
-            **epoch_record(totals, steps, train_s, opt),
+            **epoch_record(totals.double().cpu().numpy(), steps, train_s, opt),
             "test": score,
             **({"ema_test": ema_score} if ema_score is not None else {}),
         }
         state["history"].append(rec)
-        log.info("epoch %d: loss %.4f, both right %.4f (averaged weights %s), %.1f s", epoch + 1, rec["loss"], score["both_right"],
+        log.info("epoch %d: loss %.4f, both right %.4f (averaged weights %s), %.1f s", state["epoch"], rec["loss"], score["both_right"],
                  f"{ema_score['both_right']:.4f}" if ema_score else "-", train_s)  # fmt: skip
         save_epoch(out, model, ema, opt, sched, args, state, score["both_right"], ema_score["both_right"] if ema_score else None)
+        if deadline is not None:  # fitted again after every epoch, on the last three (the first one warms caches and kernels up)
+            now = time.time()
+            durations.append(now - mark)  # the whole round: training, scoring, saving and the start-up before the first
+            mark, recent = now, durations[-3:]
+            more, gamma = fit_schedule(sum(recent) / len(recent), deadline - now, opt.param_groups[0]["lr"], args.lr_final)
+            last_epoch, sched.gamma = state["epoch"] + more, gamma
+            if more > 1:
+                args.lr_decay = gamma  # what the checkpoints and the model card record as the decay
+            log.info("budget: %d more epochs fit, the rate decaying %.4f an epoch to %.1e", more, gamma, args.lr_final)
     return state
 
 

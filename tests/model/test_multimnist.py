@@ -210,3 +210,62 @@ def test_a_lone_digit_has_no_second_reconstruction_to_learn() -> None:
     _, _, r = pair_loss(out, p, CONFIG)
     first = CONFIG.reconstruction_weight * ((out["reconstructions"][:, 0] - p.digits[:, 0]) ** 2).flatten(1).sum(-1).mean()
     assert torch.allclose(r, first)
+
+
+def test_a_budget_fits_the_epochs_and_anneals_to_the_final_rate() -> None:
+    from model.train_multimnist import fit_schedule
+
+    more, gamma = fit_schedule(epoch_seconds=10.0, seconds_left=95.0, lr_now=1e-3, lr_final=1e-5)
+    assert more == 9 and 1e-3 * gamma ** (more - 1) == pytest.approx(1e-5)
+    assert fit_schedule(10.0, 9.0, 1e-3, 1e-5) == (0, 1.0), "no time for another epoch: none"
+    assert fit_schedule(10.0, 15.0, 1e-3, 1e-5) == (1, 1.0), "one more: at the rate it has"
+
+
+class SecondsPerCall:
+    """A clock that moves one second each time it is read: the trainer reads it once a step, so a step 'takes' 1 s."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_a_budgeted_run_stops_by_itself_at_its_final_rate(tmp_path, monkeypatch) -> None:
+    import model.train_multimnist as trainer
+
+    monkeypatch.setattr(trainer, "time", SecondsPerCall())
+    data, out = _mnist_dir(tmp_path), tmp_path / "ckpt"
+    argv = ["--data", str(data), "--out", str(out), "--batch-size", "8", "--threads", "1", "--pairs-per-epoch", "16", "--eval-pairs", "10"]
+    # 2 steps an epoch; 1 min of budget; --epochs would allow 100
+    state = train(parse_args([*argv, "--budget-minutes", "1", "--lr-final", "1e-5", "--epochs", "100", "--ema-decay", "0"]))
+    history = json.loads((out / "history.json").read_text())
+    assert 3 <= state["epoch"] < 100 and len(history) == state["epoch"]
+    assert state["pairs_seen"] == sum(16 for _ in history), "every epoch whole: the budget was fitted, not cut into"
+    rates = [1e-3] + [h["lr"] for h in history]  # the rate each epoch trained at, then the one after the last
+    assert rates[-2] == pytest.approx(1e-5), "the last epoch trains at --lr-final"
+    assert all(a > b for a, b in zip(rates[1:-2], rates[2:-1], strict=True)), "and the rate falls every epoch to it"
+    saved = torch.load(out / "last.pt", weights_only=False)["args"]
+    assert saved["budget_minutes"] == 1 and saved["lr_decay"] == pytest.approx(rates[2] / rates[1])
+
+
+def test_a_packed_checkpoint_exports_and_resumes_with_a_fresh_optimiser(trained, tmp_path) -> None:
+    from model.checkpoint_parts import pack, unpack
+    from model.export_multimnist import main
+
+    _, data, out, _ = trained
+    best = torch.load(out / "best.pt", weights_only=False)
+    pack(out / "best.pt", tmp_path / "parts")
+    joined = unpack(tmp_path / "parts", tmp_path / "best.pt")
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    shutil.copy(WEIGHTS / "model-card.json", weights)
+    main(["--checkpoint", str(joined), "--out", str(weights), "--data", str(data), "--pairs", "20", "--min-both-right", "0"])
+    entry = json.loads((weights / "model-card.json").read_text())["multimnist"]["training"]
+    assert (entry["epochs"], entry["pairs_seen"], entry["history"]) == (best["epoch"], best["pairs_seen"], best["history"])
+    argv = ["--data", str(data), "--out", str(tmp_path / "go-on"), "--batch-size", "8", "--threads", "1", "--pairs-per-epoch", "16"]
+    resumed = train(parse_args([*argv, "--eval-pairs", "10", "--epochs", str(best["epoch"] + 1), "--resume", str(joined)]))
+    assert resumed["epoch"] == best["epoch"] + 1 and resumed["pairs_seen"] == best["pairs_seen"] + 16
+    history = json.loads((tmp_path / "go-on" / "history.json").read_text())
+    assert history[-1]["lr"] == pytest.approx(best["history"][-1]["lr"] * 0.9), "from the rate the packed run ended at"

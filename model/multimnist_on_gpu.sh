@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# MultiMNIST training in one call of a lent GPU machine (the device tool), its best weights brought back in parts.
+#
+# A lent machine gives 15 minutes in all, 10 a call, and returns at most 8 files of 16 MiB from $OUT; it starts bare
+# and its python3 holds PyTorch. So the run is timed, not counted: --budget-minutes fits the epochs and the rate's
+# decay to what the first epoch measured, and the best weights (45 MB) come back as parts that
+# `python -m model.checkpoint_parts unpack` joins and checks. MNIST travels in .device-data/mnist (ignored by git;
+# the device call names it in `carry`). README, "Two digits at once", says the whole procedure.
+#
+#   bash model/multimnist_on_gpu.sh [trainer options...]     env: OUT (required), MINUTES (8), DATA, DEVICE, PYTHON
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${OUT:?OUT: the folder whose files come back}"
+MINUTES=${MINUTES:-8}            # of training; with start-up, the last score and the packing, under a call's 10 minutes
+DATA=${DATA:-.device-data/mnist}
+DEVICE=${DEVICE:-cuda}
+PYTHON=${PYTHON:-python3}
+RUN=${RUN:-/tmp/multimnist}      # checkpoints stay on the machine; only the packed best weights come back
+export PYTHONUNBUFFERED=1 TQDM_MININTERVAL=${TQDM_MININTERVAL:-30}  # a progress line every 30 s, not every step
+
+mkdir -p "$OUT"
+{
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
+  "$PYTHON" -m model.train_multimnist --device "$DEVICE" --data "$DATA" --out "$RUN" --budget-minutes "$MINUTES" \
+    --bf16 --eval-pairs 3000 --pairs-per-epoch 240000 "$@"  # epochs of 240k pairs: scoring and saving stay a few % of the time
+} 2>&1 | tr '\r' '\n' >"$OUT/train.log"
+cp "$RUN/history.json" "$OUT/"
+"$PYTHON" -m model.checkpoint_parts pack "$RUN/best.pt" "$OUT/best"
+tail -n 5 "$OUT/train.log"
