@@ -166,9 +166,29 @@ def fit_schedule(epoch_seconds: float, seconds_left: float, lr_now: float, lr_fi
     return more, gamma
 
 
+class Budget:
+    """--budget-minutes: a wall clock from the start of training, and the epochs that still fit in it."""
+
+    def __init__(self, minutes: float, lr_final: float) -> None:
+        self.deadline = time.time() + 60.0 * minutes
+        self.lr_final = lr_final
+        self.mark = time.time()
+        self.rounds: list[float] = []  # each epoch's whole round: training, scoring, saving (and start-up, the first)
+
+    def spent(self) -> bool:
+        return time.time() > self.deadline
+
+    def refit(self, lr_now: float) -> tuple[int, float]:
+        """After an epoch: how many more fit, on the mean of the last three rounds (the first warms caches and kernels
+        up), and the decay that brings `lr_now` to the final rate at the last of them."""
+        now = time.time()
+        self.rounds.append(now - self.mark)
+        self.mark, recent = now, self.rounds[-3:]
+        return fit_schedule(sum(recent) / len(recent), self.deadline - now, lr_now, self.lr_final)
+
+
 def train(args: argparse.Namespace) -> dict:
-    started = time.time()
-    deadline = started + 60.0 * args.budget_minutes if args.budget_minutes > 0 else None
+    budget = Budget(args.budget_minutes, args.lr_final) if args.budget_minutes > 0 else None
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -214,9 +234,7 @@ def train(args: argparse.Namespace) -> dict:
         log.info("resumed %s at epoch %d (%d pairs seen)", args.resume, state["epoch"], state["pairs_seen"])
     gen = torch.Generator(device=device).manual_seed(args.seed + state["epoch"])
 
-    last_epoch = args.epochs if deadline is None else state["epoch"] + 1  # a budget sets the count after each epoch
-    durations: list[float] = []  # of this run's epochs
-    mark = started
+    last_epoch = args.epochs if budget is None else state["epoch"] + 1  # a budget sets the count after each epoch
     while state["epoch"] < last_epoch:
         model.train()
         t0 = time.time()
@@ -224,7 +242,7 @@ def train(args: argparse.Namespace) -> dict:
         totals, steps, seen = torch.zeros(3, device=device), 0, 0
         bar = tqdm(range(0, len(base), args.batch_size), desc=f"epoch {state['epoch'] + 1}/{last_epoch}", unit="step")
         for i in bar:
-            if deadline is not None and time.time() > deadline:
+            if budget is not None and budget.spent():
                 log.info("the budget of %.1f min is spent: the epoch ends after %d of %d pairs", args.budget_minutes, seen, len(base))
                 break
             batch = make_pairs(xtr, ytr, base[i : i + args.batch_size], gen, args.single_share)
@@ -261,11 +279,8 @@ def train(args: argparse.Namespace) -> dict:
         log.info("epoch %d: loss %.4f, both right %.4f (averaged weights %s), %.1f s", state["epoch"], rec["loss"], score["both_right"],
                  f"{ema_score['both_right']:.4f}" if ema_score else "-", train_s)  # fmt: skip
         save_epoch(out, model, ema, opt, sched, args, state, score["both_right"], ema_score["both_right"] if ema_score else None)
-        if deadline is not None:  # fitted again after every epoch, on the last three (the first one warms caches and kernels up)
-            now = time.time()
-            durations.append(now - mark)  # the whole round: training, scoring, saving and the start-up before the first
-            mark, recent = now, durations[-3:]
-            more, gamma = fit_schedule(sum(recent) / len(recent), deadline - now, opt.param_groups[0]["lr"], args.lr_final)
+        if budget is not None:
+            more, gamma = budget.refit(opt.param_groups[0]["lr"])
             last_epoch, sched.gamma = state["epoch"] + more, gamma
             if more > 1:
                 args.lr_decay = gamma  # what the checkpoints and the model card record as the decay
