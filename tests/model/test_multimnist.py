@@ -269,3 +269,23 @@ def test_a_packed_checkpoint_exports_and_resumes_with_a_fresh_optimiser(trained,
     assert resumed["epoch"] == best["epoch"] + 1 and resumed["pairs_seen"] == best["pairs_seen"] + 16
     history = json.loads((tmp_path / "go-on" / "history.json").read_text())
     assert history[-1]["lr"] == pytest.approx(best["history"][-1]["lr"] * 0.9), "from the rate the packed run ended at"
+
+
+def test_pairs_and_a_training_step_make_every_tensor_where_the_data_is() -> None:
+    """What a GPU run needs (batches made on the GPU, nothing copied back and forth), checked without one: with the
+    default device set to 'meta', a tensor made without a device lands there and the step fails on the mix."""
+    from model.train import WeightAverage, optimise
+    from model.train_multimnist import evaluate_pairs, pair_loss
+
+    x, y = digits(40)
+    model = CapsNet(CONFIG)
+    opt, ema = torch.optim.Adam(model.parameters()), WeightAverage(model, 0.99)
+    evaluation, gen = fixed_test_pairs(x, y, 8), torch.Generator(device="cpu").manual_seed(0)
+    torch.set_default_device("meta")
+    try:
+        batch = make_pairs(x, y, torch.randint(0, 40, (8,), generator=gen, device="cpu"), gen, single_share=0.25)
+        optimise(pair_loss(forward_pairs(model, batch.image, batch.labels), batch, CONFIG)[0], opt, ema)
+        score = evaluate_pairs(model, evaluation)
+    finally:
+        torch.set_default_device(None)
+    assert batch.image.device.type == "cpu" and 0.0 <= score["both_right"] <= 1.0
