@@ -2,8 +2,8 @@
 # MultiMNIST training in one call of a lent GPU machine (the device tool), its best weights brought back in parts.
 #
 # A lent machine gives 15 minutes in all, 10 a call, and returns at most 8 files of 16 MiB from $OUT; it starts bare
-# and its python3 holds PyTorch. So the run is timed, not counted: --budget-minutes fits the epochs and the rate's
-# decay to what the first epoch measured, and the best weights (45 MB) come back as parts that
+# and its python3 holds PyTorch. So the run is timed, not counted: --budget-minutes refits the epochs and the rate's
+# decay to the time left after every epoch, and the best weights (45 MB) come back as parts that
 # `python -m model.checkpoint_parts unpack` joins and checks. MNIST travels in .device-data/mnist (ignored by git;
 # the device call names it in `carry`). README, "Two digits at once", says the whole procedure.
 #

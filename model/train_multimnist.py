@@ -71,8 +71,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--budget-minutes",
         type=float,
         default=0.0,
-        help="train for this long (wall clock, from the start) instead of --epochs: the first epoch is timed, the count of "
-        "epochs that fit is set from it and the rate decays to --lr-final at the last; a step past the budget ends the run "
+        help="train for this long (wall clock, from the start) instead of --epochs: after every epoch the count that still "
+        "fits is set from the last three, and the rate decays to --lr-final at the last; a step past the budget ends the run "
         "(for a lent GPU's fixed time; 0: off)",
     )
     p.add_argument("--lr-final", type=float, default=2e-5, help="with --budget-minutes, the rate of the last epoch")
@@ -170,9 +170,9 @@ class Budget:
     """--budget-minutes: a wall clock from the start of training, and the epochs that still fit in it."""
 
     def __init__(self, minutes: float, lr_final: float) -> None:
-        self.deadline = time.time() + 60.0 * minutes
-        self.lr_final = lr_final
         self.mark = time.time()
+        self.deadline = self.mark + 60.0 * minutes
+        self.lr_final = lr_final
         self.rounds: list[float] = []  # each epoch's whole round: training, scoring, saving (and start-up, the first)
 
     def spent(self) -> bool:
