@@ -1,0 +1,49 @@
+"""bench.attack against the real edge (HAProxy with deploy/edge/haproxy.cfg, a 1 s header timeout, in front of the real
+service): renewed, the attack holds as many connections when it ends as when it began, and it reports every cut."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from bench.attack import LOOPBACK_SOURCES, SlowClients
+from bench.edge import haproxy_binary, start_edge
+from bench.server import Server, free_port
+
+PER_PROCESS = 10
+
+
+@pytest.fixture(scope="module")
+def edge_port(server: Server) -> Iterator[int]:
+    if haproxy_binary() is None:
+        if os.environ.get("CAPSNET_REQUIRE_EDGE") == "1":
+            pytest.fail("HAProxy is not installed (apt-get install haproxy) and CAPSNET_REQUIRE_EDGE=1")
+        pytest.skip("HAProxy is not installed (apt-get install haproxy)")
+    proc, port = start_edge(server.port, {"EDGE_HEADER_TIMEOUT": "1s"})
+    yield port
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_a_renewed_attack_replaces_each_connection_the_edge_cuts(edge_port):
+    with SlowClients(edge_port, 3.5, slowloris=PER_PROCESS, tricklers=0, renew=True) as attack:
+        pass
+    cut = [c for c in attack.closed if c.after_s is not None]
+    held = [c for c in attack.closed if c.after_s is None]
+    assert len(held) == len(LOOPBACK_SOURCES) * PER_PROCESS  # as many open at the end as at the start
+    assert len(cut) >= 2 * len(held)  # cut at about 1 s, 2 s and 3 s: three generations were replaced
+    assert all(c.kind == "slowloris" and c.answer.startswith(b"HTTP/1.1 408") and 0.5 < c.after_s < 3 for c in cut), cut[:2]
+
+
+def test_without_renewal_the_attack_ends_when_the_edge_has_cut_it(edge_port):
+    with SlowClients(edge_port, 10, slowloris=PER_PROCESS, tricklers=0) as attack:
+        pass
+    assert len(attack.closed) == len(LOOPBACK_SOURCES) * PER_PROCESS
+    assert all(c.after_s is not None and c.after_s < 3 for c in attack.closed)
+
+
+def test_an_attack_that_cannot_connect_says_so_instead_of_waiting_out_its_time():
+    with pytest.raises(RuntimeError, match="without reporting"), SlowClients(free_port(), 600, slowloris=1, tricklers=0):
+        pass  # nothing listens on that port
