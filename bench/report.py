@@ -320,6 +320,24 @@ def render(results_dir: Path) -> str:
                 ],
             ),
         ]
+        if "attack_rows" in edge:
+            a = edge["attack"]
+            parts += [
+                "",
+                f"/predict through the edge, quiet and while slow clients hold {a['connections_held']:,} connections (headers "
+                "that never end, bodies trickled at 10 bytes a second; bench/attack.py, from two processes on these same "
+                f"cores, each connection renewed as the edge cuts it: {a['cut_by_the_server']:,} cut in all), alternated; the "
+                f"CPU seconds each party spent in a row of {edge['duration_s']} s (two cores: at most {2 * edge['duration_s']:g}):",
+                "",
+                _table(
+                    ["round", "clients", "attack", "req/s", "p50 ms", "p99 ms", "errors", "CPU s: service", "edge", "attack"],
+                    [
+                        [r["round"], r["concurrency"], r["attack"], r["throughput_rps"], r["p50_ms"], r["p99_ms"], r["errors"]]
+                        + [r["service_cpu_s"], r["edge_cpu_s"], r["attack_cpu_s"]]
+                        for r in edge["attack_rows"]
+                    ],
+                ),
+            ]
     two = load("pairs")
     if two and "in_process" in two:
         parts += [

@@ -22,6 +22,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) that process `pid` has spent so far, all its threads together."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Server:
     """The same entry point as the Docker image's CMD, with CAPSNET_* settings from `env`."""
 

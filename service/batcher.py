@@ -70,7 +70,7 @@ class Batcher:
         max_batch: int,
         max_wait_s: float,
         max_queue: int,
-        observe: Callable[[int], None] | None = None,
+        observe: Callable[[int, bool], None] | None = None,
         workers: int = 1,
         in_flight: Callable[[], int] | None = None,
     ) -> None:
@@ -79,12 +79,12 @@ class Batcher:
         self.max_wait_s = max_wait_s
         self.workers = workers
         self.max_queue = max_queue
-        self._observe = observe or (lambda n: None)  # each batch's size
+        self._observe = observe or (lambda n, busy: None)  # each batch's size, and whether the service was busy
         self._pending: deque[_Job] = deque()  # guarded by _cond, as are _queued_images and _stopping
         self._cond = threading.Condition()
         self._queued_images = 0
         self._running = 0  # batches in the model now
-        self._in_flight = in_flight or (lambda: 0)  # requests between arrival and answer, this batch's among them
+        self._in_flight = in_flight or (lambda: 0)  # requests the service is working on, this batch's among them
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
@@ -149,9 +149,9 @@ class Batcher:
 
     def _next_batch(self) -> tuple[list[_Job], bool] | None:
         """What is waiting now, plus what arrives within max_wait_s while there is room; and whether the service is busy:
-        other requests in flight or another batch running (the model runs a lone batch on every core, and a batch under load
-        on fewer, leaving the event loop a core: while other requests are in flight it has work; see Engine.predict). None
-        when stopping."""
+        other requests it is working on (Metrics.working: not those still receiving their body) or another batch running
+        (the model runs a lone batch on every core, and a batch under load on fewer, leaving the event loop a core: while
+        other requests are being served it has work; see Engine.predict). None when stopping."""
         with self._cond:
             while not self._pending and not self._stopping:
                 self._cond.wait()
@@ -187,7 +187,7 @@ class Batcher:
         if not live:
             return
         batch = np.concatenate([j.images for j in live]) if len(live) > 1 else live[0].images
-        self._observe(len(batch))
+        self._observe(len(batch), busy)
         explain = None if all(j.explain for j in live) else np.concatenate([np.full(len(j.images), j.explain) for j in live])
         fetch = frozenset().union(*(j.fetch for j in live))
         start = time.perf_counter()

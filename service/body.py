@@ -118,10 +118,12 @@ async def read_limited(request: Request, settings: Settings) -> bytes:
     loop = asyncio.get_running_loop()
     start = loop.time()
     chunks, size = [], 0
+    metrics = request.app.state.capsnet.metrics
 
     def deadline() -> float:  # a chunked body earns its time as it arrives
         return start + settings.body_timeout_s + max(expected, size) / settings.body_min_rate
 
+    metrics.receiving += 1  # waiting on the client, not on us (Metrics.working)
     try:
         async with asyncio.timeout_at(deadline()) as timer:
             async for chunk in request.stream():
@@ -139,6 +141,8 @@ async def read_limited(request: Request, settings: Settings) -> bytes:
         ) from None
     except ClientDisconnect:
         raise ClientError("the client went away before the body ended") from None
+    finally:
+        metrics.receiving -= 1
     return b"".join(chunks)
 
 

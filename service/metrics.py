@@ -23,6 +23,8 @@ PHASES = {
 class Metrics:
     def __init__(self) -> None:
         self.in_flight = 0  # requests between arrival and answer: EdgeMiddleware counts them, on the event loop only
+        # those of them whose body is still arriving (service.body.read_limited): they wait on a client, not on us
+        self.receiving = 0
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "capsnet_requests_total", "HTTP requests by endpoint and status", ["endpoint", "method", "status"], registry=self.registry
@@ -44,10 +46,27 @@ class Metrics:
             "capsnet_batch_size", "images per onnxruntime call", buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=self.registry
         )
         self.queue_depth = Gauge("capsnet_queue_images", "images waiting for the model", registry=self.registry)
+        self.batches = Counter(
+            "capsnet_batches",
+            "onnxruntime calls, by whether the service was working on other requests at the time (busy: the batch ran on "
+            "fewer threads, leaving the event loop a core, where the engine has such a session)",
+            ["load"],
+            registry=self.registry,
+        )
         Gauge("capsnet_requests_in_flight", "requests being served", registry=self.registry).set_function(lambda: self.in_flight)
+        Gauge("capsnet_requests_receiving", "requests being served whose body is still arriving", registry=self.registry).set_function(
+            lambda: self.receiving
+        )
 
-    def observe_batch(self, size: int) -> None:
+    def working(self) -> int:
+        """Requests the service has work for: those in flight but for those waiting on their client's bytes, which cost
+        the event loop nothing until they arrive. A stranger trickling bodies must not make a lone request run as if
+        the service were busy."""
+        return self.in_flight - self.receiving
+
+    def observe_batch(self, size: int, busy: bool) -> None:
         self.batch_size.observe(size)
+        self.batches.labels("busy" if busy else "alone").inc()
 
 
 class PhaseTimer:

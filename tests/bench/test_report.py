@@ -171,6 +171,19 @@ def test_the_edge_table_lists_each_round_and_path(tmp_path):
     assert "| 0 | 16 | direct | 570.0 | 3.0 | 5.0 | 0 |" in md and "| 0 | 16 | edge | 555.0 | 3.0 | 5.0 | 0 |" in md
 
 
+def test_the_edge_under_attack_is_a_table_of_its_own_with_what_the_attack_held(tmp_path):
+    rows = [{"round": 0, **_load_row("", 1, 270.0), "path": "edge"}]
+    cpu = {"service_cpu_s": 7.5, "edge_cpu_s": 0.4, "attack_cpu_s": 1.2}
+    attack_rows = [{"round": 0, **_load_row("", 1, rps), "attack": a, **cpu} for a, rps in [("none", 270.0), ("slow clients", 240.0)]]
+    attack = {"connections_held": 3040, "cut_by_the_server": 6120, "settle_s": 2.0}
+    (tmp_path / "edge.json").write_text(
+        json.dumps({"duration_s": 8, "rounds": 1, "rows": rows, "attack": attack, "attack_rows": attack_rows})
+    )
+    md = render(tmp_path)
+    assert "slow clients hold 3,040 connections" in md and "6,120 cut in all" in md
+    assert "| 0 | 1 | none | 270.0 | 3.0 | 5.0 | 0 | 7.5 | 0.4 | 1.2 |" in md and "| 0 | 1 | slow clients | 240.0 | 3.0 | 5.0 | 0 |" in md
+
+
 def test_the_container_table_gives_size_and_each_build(tmp_path):
     row = {"image": "cpu", "size_mb": 749.1, "cold_build_s": 42.0, "warm_build_s": 0.9, "code_change_build_s": 3.1, "run_to_ready_s": 2.5}
     data = {"engine": "podman 4.3.1", "base_images_mb": {"python:3.11-slim-bookworm": 225.0}, "rows": [row]}

@@ -157,7 +157,7 @@ def test_a_lone_request_runs_alone_and_one_among_others_runs_busy():
         b = Batcher(run, max_batch=8, max_wait_s=0, max_queue=10, in_flight=lambda: in_flight)
         b.start()
         await b.submit(images(1), 5)
-        in_flight = 2  # a second request is being read while this one runs
+        in_flight = 2  # a second request is being served while this one runs
         await b.submit(images(2), 5)
         await b.stop()
         return seen
@@ -206,7 +206,7 @@ def test_a_failure_outside_the_model_fails_its_batch_and_the_thread_goes_on():
     async def main():
         n = {"observed": 0}
 
-        def observe(size):
+        def observe(size, busy):
             n["observed"] += 1
             if n["observed"] == 1:
                 raise ValueError("metrics broke")

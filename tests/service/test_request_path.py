@@ -4,6 +4,7 @@ counted under their route; HEAD on every GET endpoint; one error code per mistak
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 
 import httpx
@@ -186,7 +187,7 @@ def test_a_body_without_content_length_is_refused_once_past_the_limit_and_not_re
     assert asked == limit // len(chunk) + 1  # the chunk that crossed the limit was the last one read
 
 
-def test_one_in_flight_count_feeds_the_gauge_and_the_batcher(client):
+def test_one_in_flight_count_feeds_the_gauge_and_the_batcher_less_those_still_receiving(client):
     state = client.app.state.capsnet
     batcher, metrics = state.batcher, state.metrics
     seen: list[tuple[int, bool]] = []
@@ -199,15 +200,52 @@ def test_one_in_flight_count_feeds_the_gauge_and_the_batcher(client):
     batcher._run = spy
     try:
         client.post("/predict", json={"pixels": PIXELS})
-        metrics.in_flight += 1  # as if another request were being read while this one runs
+        metrics.in_flight += 1  # as if another request were being served while this one runs
         try:
             client.post("/predict", json={"pixels": PIXELS})
+            metrics.receiving += 1  # ... and now as if that one were still waiting for its body
+            try:
+                client.post("/predict", json={"pixels": PIXELS})
+            finally:
+                metrics.receiving -= 1
         finally:
             metrics.in_flight -= 1
     finally:
         batcher._run = real
-    assert seen == [(1, False), (2, True)]
-    assert "capsnet_requests_in_flight 1.0" in client.get("/metrics").text  # the scrape itself
+    assert seen == [(1, False), (2, True), (2, False)]
+    text = client.get("/metrics").text
+    assert "capsnet_requests_in_flight 1.0" in text and "capsnet_requests_receiving 0.0" in text  # the scrape itself
+    assert _count(text, 'capsnet_batches_total{load="busy"}') >= 1
+
+
+def test_bodies_trickled_by_strangers_do_not_make_a_lone_request_run_as_if_the_service_were_busy(server):
+    """Requests whose bodies are still arriving wait on their clients, not on the service: a lone /predict among them
+    runs alone (on every core), and /metrics counts them as receiving until they end."""
+    trickling = []
+    try:
+        for _ in range(5):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            s.sendall(b"POST /predict HTTP/1.1\r\nHost: capsnet\r\nContent-Type: application/json\r\nContent-Length: 3000\r\n\r\n{")
+            trickling.append(s)
+        with httpx.Client(base_url=server.url, timeout=10) as c:
+            deadline = time.monotonic() + 5
+            while _count(c.get("/metrics").text, "capsnet_requests_receiving") < 5 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            before = c.get("/metrics").text
+            assert _count(before, "capsnet_requests_receiving") == 5
+            assert c.post("/predict", files={"file": ("one.png", GOOD_PNG, "image/png")}).json()["prediction"] == 1
+            after = c.get("/metrics").text
+            for s in trickling:
+                s.close()
+            trickling = []
+            while _count(c.get("/metrics").text, "capsnet_requests_receiving") > 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert _count(c.get("/metrics").text, "capsnet_requests_receiving") == 0  # the gone clients are not counted
+    finally:
+        for s in trickling:
+            s.close()
+    assert _count(after, 'capsnet_batches_total{load="alone"}') == _count(before, 'capsnet_batches_total{load="alone"}') + 1
+    assert _count(after, 'capsnet_batches_total{load="busy"}') == _count(before, 'capsnet_batches_total{load="busy"}')
 
 
 def test_each_request_fetches_only_the_graph_outputs_it_answers_with(client):
