@@ -24,7 +24,6 @@ log = logging.getLogger("bench.edge")
 CONFIG = REPO / "deploy" / "edge" / "haproxy.cfg"
 CONCURRENCY = (1, 16)
 ATTACK = (1500, 20)  # a process's slowloris connections and trickled bodies (bench.attack)
-ATTACK_SETTLE_S = 2.0
 
 
 def haproxy_binary() -> str | None:
@@ -82,7 +81,7 @@ def measure(duration_s: float = 8.0, rounds: int = 2, max_requests: int = 20000)
         server.stop()
 
 
-def _under_attack(server: Server, edge: subprocess.Popen, port: int, duration_s: float, rounds: int, max_requests: int) -> dict:
+def _under_attack(server: Server, edge: subprocess.Popen[bytes], port: int, duration_s: float, rounds: int, max_requests: int) -> dict:
     """Rows of /predict through the edge at `port`, quiet and attacked, each with the CPU seconds the service, the edge
     and the attack spent in it, and what the attack amounted to. The attacking processes share the machine's cores with
     the service and the edge, as they would not in a real attack: their CPU is part of what the attacked rows pay."""
@@ -90,31 +89,28 @@ def _under_attack(server: Server, edge: subprocess.Popen, port: int, duration_s:
     slowloris, tricklers = ATTACK
     rows: list[dict] = []
     cut = 0
-
-    def cpu() -> tuple[float, float]:
-        return sum(server.thread_cpu_seconds()), process_cpu_seconds(edge.pid)
-
     for r in range(rounds):
         for c in CONCURRENCY:
-            before = cpu()
+            before = _cpu(server, edge)
             s = load(url, requests, c, duration_s, max_requests).summary()
-            rows.append({"round": r, "concurrency": c, "attack": "none", **s, **_spent(before, cpu(), 0.0)})
-            with SlowClients(port, duration_s + ATTACK_SETTLE_S, slowloris, tricklers, renew=True) as attack:
-                time.sleep(ATTACK_SETTLE_S)  # every attacking connection is open
-                before = cpu()
+            rows.append({"round": r, "concurrency": c, "attack": "none", **s, **_spent(before, _cpu(server, edge))})
+            with SlowClients(port, duration_s + 1, slowloris, tricklers, renew=True) as attack:
+                attack.wait_open()
+                before = _cpu(server, edge, attack)
                 s = load(url, requests, c, duration_s, max_requests).summary()
-                after = cpu()
+                after = _cpu(server, edge, attack)
             cut += sum(1 for x in attack.closed if x.after_s is not None)
-            attack_s = attack.cpu_s * duration_s / (duration_s + ATTACK_SETTLE_S)  # its whole life's CPU, the row's share
-            rows.append({"round": r, "concurrency": c, "attack": "slow clients", **s, **_spent(before, after, attack_s)})
+            rows.append({"round": r, "concurrency": c, "attack": "slow clients", **s, **_spent(before, after)})
             log.info("edge under attack: round %d, %d clients: %s", r, c, rows[-1])
     held = len(LOOPBACK_SOURCES) * (slowloris + tricklers)
-    return {"attack": {"connections_held": held, "cut_by_the_server": cut, "settle_s": ATTACK_SETTLE_S}, "attack_rows": rows}
+    return {"attack": {"connections_held": held, "cut_by_the_server": cut}, "attack_rows": rows}
 
 
-def _spent(before: tuple[float, float], after: tuple[float, float], attack_s: float) -> dict:
-    return {
-        "service_cpu_s": round(after[0] - before[0], 2),
-        "edge_cpu_s": round(after[1] - before[1], 2),
-        "attack_cpu_s": round(attack_s, 2),
-    }
+def _cpu(server: Server, edge: subprocess.Popen[bytes], attack: SlowClients | None = None) -> tuple[float, float, float]:
+    """CPU seconds so far of the service (every thread, ended ones too), the edge and the attack."""
+    return process_cpu_seconds(server.proc.pid), process_cpu_seconds(edge.pid), attack.cpu_seconds() if attack else 0.0
+
+
+def _spent(before: tuple[float, float, float], after: tuple[float, float, float]) -> dict[str, float]:
+    """What each party spent between two readings of _cpu, as a row's columns."""
+    return {f"{who}_cpu_s": round(b - a, 2) for who, a, b in zip(("service", "edge", "attack"), before, after, strict=True)}

@@ -326,7 +326,7 @@ def render(results_dir: Path) -> str:
                 "",
                 f"/predict through the edge, quiet and while slow clients hold {a['connections_held']:,} connections (headers "
                 "that never end, bodies trickled at 10 bytes a second; bench/attack.py, from two processes on these same "
-                f"cores, each connection renewed as the edge cuts it: {a['cut_by_the_server']:,} cut in all), alternated; the "
+                f"cores, a connection the server cuts opened again: {a['cut_by_the_server']:,} cut in all), alternated; the "
                 f"CPU seconds each party spent in a row of {edge['duration_s']} s (two cores: at most {2 * edge['duration_s']:g}):",
                 "",
                 _table(

@@ -87,7 +87,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         s.max_queue,
         state.metrics.observe_batch,
         workers,
-        in_flight=state.metrics.working,
+        working=lambda: state.metrics.working,
     )
     state.batcher.start()
     state.decode_pool = DecodePool(s.decode_workers, s.decode_pool_pixels)

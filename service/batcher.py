@@ -72,7 +72,7 @@ class Batcher:
         max_queue: int,
         observe: Callable[[int, bool], None] | None = None,
         workers: int = 1,
-        in_flight: Callable[[], int] | None = None,
+        working: Callable[[], int] | None = None,
     ) -> None:
         self._run = run
         self.max_batch = max_batch
@@ -84,7 +84,7 @@ class Batcher:
         self._cond = threading.Condition()
         self._queued_images = 0
         self._running = 0  # batches in the model now
-        self._in_flight = in_flight or (lambda: 0)  # requests the service is working on, this batch's among them
+        self._working = working or (lambda: 0)  # requests the service is working on, this batch's among them
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
@@ -167,7 +167,7 @@ class Batcher:
                 self._cond.wait(left)
                 count = self._take(jobs, count)
             self._running += 1
-            busy = self._in_flight() > len(jobs) or self._running > 1
+            busy = self._working() > len(jobs) or self._running > 1
             return jobs, busy
 
     def _work(self) -> None:

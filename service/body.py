@@ -123,16 +123,16 @@ async def read_limited(request: Request, settings: Settings) -> bytes:
     def deadline() -> float:  # a chunked body earns its time as it arrives
         return start + settings.body_timeout_s + max(expected, size) / settings.body_min_rate
 
-    metrics.receiving += 1  # waiting on the client, not on us (Metrics.working)
     try:
-        async with asyncio.timeout_at(deadline()) as timer:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise TooLarge(f"body is over the {limit} byte limit", _CLOSE)
-                chunks.append(chunk)
-                if declared is None:
-                    timer.reschedule(deadline())
+        with metrics.receiving_body():
+            async with asyncio.timeout_at(deadline()) as timer:
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise TooLarge(f"body is over the {limit} byte limit", _CLOSE)
+                    chunks.append(chunk)
+                    if declared is None:
+                        timer.reschedule(deadline())
     except TimeoutError:
         raise RequestTimeout(
             f"the body did not arrive in time: {size} bytes in {loop.time() - start:.1f} s (allowed: "
@@ -141,8 +141,6 @@ async def read_limited(request: Request, settings: Settings) -> bytes:
         ) from None
     except ClientDisconnect:
         raise ClientError("the client went away before the body ended") from None
-    finally:
-        metrics.receiving -= 1
     return b"".join(chunks)
 
 

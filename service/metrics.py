@@ -7,6 +7,8 @@ benchmarks. Each phase has one home: `PhaseTimer`, which the routes that run the
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -22,9 +24,12 @@ PHASES = {
 
 class Metrics:
     def __init__(self) -> None:
-        self.in_flight = 0  # requests between arrival and answer: EdgeMiddleware counts them, on the event loop only
-        # those of them whose body is still arriving (service.body.read_limited): they wait on a client, not on us
+        # Requests between arrival and answer (EdgeMiddleware), those of them whose body is still arriving
+        # (service.body.read_limited), and the rest: what the service has work for. Changed on the event loop only;
+        # `working` is its own count so that the batcher's thread reads it whole, in one read.
+        self.in_flight = 0
         self.receiving = 0
+        self.working = 0
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "capsnet_requests_total", "HTTP requests by endpoint and status", ["endpoint", "method", "status"], registry=self.registry
@@ -58,11 +63,29 @@ class Metrics:
             lambda: self.receiving
         )
 
-    def working(self) -> int:
-        """Requests the service has work for: those in flight but for those waiting on their client's bytes, which cost
-        the event loop nothing until they arrive. A stranger trickling bodies must not make a lone request run as if
-        the service were busy."""
-        return self.in_flight - self.receiving
+    @contextmanager
+    def serving(self) -> Iterator[None]:
+        """One request, from arrival to answer."""
+        self.in_flight += 1
+        self.working += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            self.working -= 1
+
+    @contextmanager
+    def receiving_body(self) -> Iterator[None]:
+        """A request waiting on its client's bytes, not on the service: while a body is on the network, its request is
+        not counted as work (the batcher's `busy`), so a stranger trickling bodies does not make a lone request run as
+        if the service were busy."""
+        self.receiving += 1
+        self.working -= 1
+        try:
+            yield
+        finally:
+            self.receiving -= 1
+            self.working += 1
 
     def observe_batch(self, size: int, busy: bool) -> None:
         self.batch_size.observe(size)

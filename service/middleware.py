@@ -57,11 +57,10 @@ class EdgeMiddleware:
                 message = {**message, "body": b""}
             await send(message)
 
-        self.metrics.in_flight += 1
         try:
-            await self.app(inner, receive, send_wrapper)
+            with self.metrics.serving():
+                await self.app(inner, receive, send_wrapper)
         finally:
-            self.metrics.in_flight -= 1
             mount = inner.get("root_path", "")[len(root_path) :]  # a mount that matched (/static) added its path to root_path
             endpoint = getattr(inner.get("route"), "path", None) or mount or "other"
             self.metrics.requests.labels(endpoint, scope["method"], str(status)).inc()

@@ -28,13 +28,14 @@ def edge_port(server: Server) -> Iterator[int]:
 
 
 def test_a_renewed_attack_replaces_each_connection_the_edge_cuts(edge_port):
-    with SlowClients(edge_port, 3.5, slowloris=PER_PROCESS, tricklers=0, renew=True) as attack:
-        pass
+    with SlowClients(edge_port, 5, slowloris=PER_PROCESS, tricklers=0, renew=True) as attack:
+        attack.wait_open()
+        assert attack.cpu_seconds() > 0
     cut = [c for c in attack.closed if c.after_s is not None]
     held = [c for c in attack.closed if c.after_s is None]
     assert len(held) == len(LOOPBACK_SOURCES) * PER_PROCESS  # as many open at the end as at the start
-    assert len(cut) >= 2 * len(held)  # cut at about 1 s, 2 s and 3 s: three generations were replaced
-    assert all(c.kind == "slowloris" and c.answer.startswith(b"HTTP/1.1 408") and 0.5 < c.after_s < 3 for c in cut), cut[:2]
+    assert len(cut) >= 2 * len(held)  # cut at about 1, 2, 3 and 4 s: at least two generations were replaced
+    assert all(c.kind == "slowloris" and c.answer.startswith(b"HTTP/1.1 408") and 0.5 < c.after_s < 4 for c in cut), cut[:2]
 
 
 def test_without_renewal_the_attack_ends_when_the_edge_has_cut_it(edge_port):
@@ -45,5 +46,7 @@ def test_without_renewal_the_attack_ends_when_the_edge_has_cut_it(edge_port):
 
 
 def test_an_attack_that_cannot_connect_says_so_instead_of_waiting_out_its_time():
+    with pytest.raises(RuntimeError, match="could not open"), SlowClients(free_port(), 600, slowloris=1, tricklers=0) as attack:
+        attack.wait_open()  # nothing listens on that port
     with pytest.raises(RuntimeError, match="without reporting"), SlowClients(free_port(), 600, slowloris=1, tricklers=0):
-        pass  # nothing listens on that port
+        pass

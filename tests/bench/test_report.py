@@ -175,7 +175,7 @@ def test_the_edge_under_attack_is_a_table_of_its_own_with_what_the_attack_held(t
     rows = [{"round": 0, **_load_row("", 1, 270.0), "path": "edge"}]
     cpu = {"service_cpu_s": 7.5, "edge_cpu_s": 0.4, "attack_cpu_s": 1.2}
     attack_rows = [{"round": 0, **_load_row("", 1, rps), "attack": a, **cpu} for a, rps in [("none", 270.0), ("slow clients", 240.0)]]
-    attack = {"connections_held": 3040, "cut_by_the_server": 6120, "settle_s": 2.0}
+    attack = {"connections_held": 3040, "cut_by_the_server": 6120}
     (tmp_path / "edge.json").write_text(
         json.dumps({"duration_s": 8, "rounds": 1, "rows": rows, "attack": attack, "attack_rows": attack_rows})
     )

@@ -153,11 +153,11 @@ def test_a_lone_request_runs_alone_and_one_among_others_runs_busy():
             seen.append(busy)
             return {"id": x[:, 0, 0, 0]}
 
-        in_flight = 1
-        b = Batcher(run, max_batch=8, max_wait_s=0, max_queue=10, in_flight=lambda: in_flight)
+        working = 1
+        b = Batcher(run, max_batch=8, max_wait_s=0, max_queue=10, working=lambda: working)
         b.start()
         await b.submit(images(1), 5)
-        in_flight = 2  # a second request is being served while this one runs
+        working = 2  # a second request is being served while this one runs
         await b.submit(images(2), 5)
         await b.stop()
         return seen

@@ -200,16 +200,10 @@ def test_one_in_flight_count_feeds_the_gauge_and_the_batcher_less_those_still_re
     batcher._run = spy
     try:
         client.post("/predict", json={"pixels": PIXELS})
-        metrics.in_flight += 1  # as if another request were being served while this one runs
-        try:
+        with metrics.serving():  # as if another request were being served while this one runs
             client.post("/predict", json={"pixels": PIXELS})
-            metrics.receiving += 1  # ... and now as if that one were still waiting for its body
-            try:
+            with metrics.receiving_body():  # ... and now as if that one were still waiting for its body
                 client.post("/predict", json={"pixels": PIXELS})
-            finally:
-                metrics.receiving -= 1
-        finally:
-            metrics.in_flight -= 1
     finally:
         batcher._run = real
     assert seen == [(1, False), (2, True), (2, False)]
