@@ -12,6 +12,7 @@ from pathlib import Path
 from bench import containers, edge, insight, model, pairs, profile, realinput, report, roofline, service, soak, system, triton
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
 PARTS = ("roofline", "model", "profile", "service", "edge", "triton", "soak", "realinput", "insight", "containers", "pairs")
 
 
@@ -20,7 +21,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--only", nargs="*", choices=PARTS, default=list(PARTS))
     p.add_argument("--weights", type=Path, default=ROOT / "weights")
-    p.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    p.add_argument("--results", type=Path, default=RESULTS, help="where the parts' JSON goes (BENCHMARKS.md beside it unless this default)")
     p.add_argument("--seconds", type=float, default=2.0, help="minimum timing per in-process measurement")
     p.add_argument("--load-seconds", type=float, default=8.0, help="duration of each service concurrency level")
     p.add_argument(
@@ -34,12 +35,17 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     args.results.mkdir(parents=True, exist_ok=True)
 
+    machine = system.describe()
+    when = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+
     def write(name: str, data: dict) -> dict:
+        """A part's results, stamped with the run they came from: a later run of other parts leaves them be."""
+        data = data if name == "system" else {**data, "run": {"cpu": machine["cpu"], "when": when}}
         (args.results / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
         logging.info("%s: %s", name, json.dumps(data)[:400])
         return data
 
-    write("system", {**system.describe(), "when": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
+    write("system", {**machine, "when": when})
     roof_path = args.results / "roofline.json"
     if "roofline" in args.only:
         write("roofline", roofline.measure(args.seconds))
@@ -81,8 +87,10 @@ def main(argv: list[str] | None = None) -> None:
         write("pairs", pairs.measure(args.weights, args.seconds, args.load_seconds))
     if "containers" in args.only:
         write("containers", containers.measure())
-    (ROOT / "BENCHMARKS.md").write_text(report.render(args.results))
-    logging.info("wrote %s", ROOT / "BENCHMARKS.md")
+    # the project's BENCHMARKS.md renders the project's results; results kept elsewhere get theirs beside them
+    out = ROOT / "BENCHMARKS.md" if args.results.resolve() == RESULTS.resolve() else args.results / "BENCHMARKS.md"
+    out.write_text(report.render(args.results))
+    logging.info("wrote %s", out)
 
 
 if __name__ == "__main__":

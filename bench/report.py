@@ -85,6 +85,18 @@ def _targets(model: dict, svc: dict) -> str:
     return _table(["target", "model", "bar", "measured"], rows)
 
 
+def _runs(results_dir: Path) -> str:
+    """Which run each part's figures are from: its machine and time, as `python -m bench` stamped it."""
+    rows = []
+    for p in sorted(results_dir.glob("*.json")):
+        data = json.loads(p.read_text())
+        if p.stem == "system" or "skipped" in data:
+            continue
+        run = data.get("run")
+        rows.append([p.stem, run["cpu"] if run else "not stamped", run["when"] if run else ""])
+    return _table(["part", "machine", "run at"], rows) if rows else ""
+
+
 def render(results_dir: Path) -> str:
     def load(name: str) -> dict | None:
         p = results_dir / f"{name}.json"
@@ -93,19 +105,24 @@ def render(results_dir: Path) -> str:
     parts = [
         "# Benchmarks",
         "",
-        "Written by `make bench` (python -m bench) from `bench/results/*.json`; figures from one run on the machine below.",
+        "Written by `make bench` (python -m bench) from `bench/results/*.json`. `--only` runs some parts and keeps the others'",
+        "figures, so the parts may come from different runs (below); compare figures only within one run.",
     ]
     system = load("system")
     if system:
         v = system["versions"]
         parts += [
             "",
-            f"Machine: {system['cpu']}, {system['cores']} cores (affinity {system['affinity']}); Python {system['python']}; "
+            f"The latest run's machine: {system['cpu']}, {system['cores']} cores (affinity {system['affinity']}); "
+            f"Python {system['python']}; "
             + ", ".join(f"{k} {x}" for k, x in v.items())
             + f"; providers {system['onnxruntime_providers']}."
             + (f" Environment: {system['env']}." if system.get("env") else ""),
             f"Run at {system.get('when', '')}.",
         ]
+    runs = _runs(results_dir)
+    if runs:
+        parts += ["", "Each part's run (a part measured before runs were stamped: see the notes at the end):", "", runs]
     roof = load("roofline")
     if roof:
         parts += [

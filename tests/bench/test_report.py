@@ -205,3 +205,15 @@ def test_the_two_digit_network_has_its_rows(tmp_path):
     md = render(tmp_path)
     assert "## Two digits at once (multimnist.onnx, 6ep-1a2b3c4d)" in md
     assert "| 1 | 9.5 | 105.3 |" in md and "| 1 | 40.0 | 3.0 | 5.0 | 0 |" in md
+
+
+def test_each_part_says_which_run_it_is_from(tmp_path):
+    """`--only` keeps the other parts' figures: the header lists each part's machine and time, so a reader compares
+    figures within one run."""
+    rows = [{"round": 0, **_load_row("", 1, 270.0), "path": "edge"}]
+    (tmp_path / "edge.json").write_text(
+        json.dumps({"duration_s": 8, "rounds": 1, "rows": rows, "run": {"cpu": "AMD EPYC", "when": "2026-11-25"}})
+    )
+    (tmp_path / "triton.json").write_text(json.dumps({"duration_s": 8, "model_file": "capsnet.onnx (FP32)", "rows": []}))
+    md = render(tmp_path)
+    assert "| edge | AMD EPYC | 2026-11-25 |" in md and "| triton | not stamped |" in md
