@@ -22,10 +22,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def proc_stat(path: Path) -> tuple[int, float]:
+    """From a /proc/<pid>/stat (or a thread's task/<tid>/stat): the parent's pid, and the CPU seconds (user + system)
+    spent so far."""
+    fields = path.read_text().rsplit(")", 1)[1].split()  # after the command's name, which may hold spaces and ')'
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def process_cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) that process `pid` has spent so far, all its threads together."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds that process `pid` has spent so far, all its threads together (ended ones too)."""
+    return proc_stat(Path(f"/proc/{pid}/stat"))[1]
 
 
 class Server:
@@ -73,14 +79,12 @@ class Server:
     def thread_cpu_seconds(self) -> tuple[float, float]:
         """CPU seconds so far of the server's event-loop thread (the main one) and of all its other threads
         (onnxruntime's, the batcher's inference threads, anyio's); what is gone with exited threads is not counted."""
-        tick = os.sysconf("SC_CLK_TCK")
         main = other = 0.0
         for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
             try:
-                fields = Path(f"/proc/{self.proc.pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+                _, cpu = proc_stat(Path(f"/proc/{self.proc.pid}/task/{tid}/stat"))
             except (FileNotFoundError, ProcessLookupError):
                 continue
-            cpu = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
             if int(tid) == self.proc.pid:
                 main += cpu
             else:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from bench.server import REPO, free_port
+from bench.server import REPO, free_port, proc_stat
 from deploy.triton.config import parse_pbtxt, to_pbtxt
 
 COMMITTED = REPO / "deploy" / "triton" / "model_repository"
@@ -117,17 +117,16 @@ class TritonServer:
 
     def cpu_seconds(self) -> float:
         """CPU seconds so far of the server and of its Python backend stubs (its child processes)."""
-        tick = os.sysconf("SC_CLK_TCK")
         total = 0.0
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
             try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                parent, cpu = proc_stat(Path(f"/proc/{pid}/stat"))
             except (FileNotFoundError, ProcessLookupError):
                 continue
-            if int(pid) == self.proc.pid or int(fields[1]) == self.proc.pid:  # fields[1]: the parent's pid
-                total += (int(fields[11]) + int(fields[12])) / tick
+            if self.proc.pid in (int(pid), parent):
+                total += cpu
         return total
 
     def stop(self) -> None:

@@ -3,24 +3,21 @@ service): renewed, the attack holds as many connections when it ends as when it 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from bench.attack import LOOPBACK_SOURCES, SlowClients
-from bench.edge import haproxy_binary, start_edge
+from bench.edge import start_edge
 from bench.server import Server, free_port
+from tests.edge.helpers import need_haproxy
 
 PER_PROCESS = 10
 
 
 @pytest.fixture(scope="module")
 def edge_port(server: Server) -> Iterator[int]:
-    if haproxy_binary() is None:
-        if os.environ.get("CAPSNET_REQUIRE_EDGE") == "1":
-            pytest.fail("HAProxy is not installed (apt-get install haproxy) and CAPSNET_REQUIRE_EDGE=1")
-        pytest.skip("HAProxy is not installed (apt-get install haproxy)")
+    need_haproxy()
     proc, port = start_edge(server.port, {"EDGE_HEADER_TIMEOUT": "1s"})
     yield port
     proc.terminate()

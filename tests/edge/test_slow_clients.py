@@ -10,7 +10,6 @@ Without HAProxy installed (Debian's `haproxy`) the module skips, unless CAPSNET_
 from __future__ import annotations
 
 import gc
-import os
 import socket
 import time
 from collections.abc import Iterator
@@ -19,8 +18,9 @@ import httpx
 import pytest
 
 from bench.attack import LOOPBACK_SOURCES, SlowClients
-from bench.edge import haproxy_binary, start_edge
+from bench.edge import start_edge
 from bench.server import Server
+from tests.edge.helpers import need_haproxy
 from tests.service.helpers import stroke_digit_one
 
 HEADER_TIMEOUT_S = 3
@@ -35,10 +35,7 @@ STALL_S = HEADER_TIMEOUT_S / 3
 
 @pytest.fixture(scope="module")
 def edge() -> Iterator[str]:
-    if haproxy_binary() is None:
-        if os.environ.get("CAPSNET_REQUIRE_EDGE") == "1":
-            pytest.fail("HAProxy is not installed (apt-get install haproxy) and CAPSNET_REQUIRE_EDGE=1")
-        pytest.skip("HAProxy is not installed (apt-get install haproxy): the edge tests skip")
+    need_haproxy()
     service = Server(
         {
             "CAPSNET_INTRA_OP_THREADS": "1",
