@@ -1,4 +1,4 @@
-"""`python -m bench [--only roofline model profile service edge triton soak realinput insight containers pairs]`: run,
+"""`python -m bench [--only roofline model profile service edge abandon triton soak realinput insight containers pairs]`: run,
 write JSON, render BENCHMARKS.md."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import logging
 import time
 from pathlib import Path
 
-from bench import containers, edge, insight, model, pairs, profile, realinput, report, roofline, service, soak, system, triton
+from bench import abandon, containers, edge, insight, model, pairs, profile, realinput, report, roofline, service, soak, system, triton
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-PARTS = ("roofline", "model", "profile", "service", "edge", "triton", "soak", "realinput", "insight", "containers", "pairs")
+PARTS = ("roofline", "model", "profile", "service", "edge", "abandon", "triton", "soak", "realinput", "insight", "containers", "pairs")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     if "edge" in args.only:
         write("edge", edge.measure(args.load_seconds))
+    if "abandon" in args.only:
+        write("abandon", abandon.measure(min(args.load_seconds, 5.0)))
     if "triton" in args.only:
         write("triton", triton.measure(args.load_seconds))
     if "soak" in args.only:

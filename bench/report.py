@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from statistics import median
 
@@ -355,6 +356,53 @@ def render(results_dir: Path) -> str:
                     ],
                 ),
             ]
+    gone = load("abandon")
+    if gone and "dropped" in gone:
+        modes = (("served_to_the_end", "served to the end (CAPSNET_DROP_ABANDONED=false)"), ("dropped", "dropped (the default)"))
+        storm = ", ".join(f"{n} {how.replace('_', ' ')}" for how, n in gone["storm"].items())
+        parts += [
+            "",
+            "## Clients that vanish (bench/abandon.py)",
+            "",
+            f"{gone['request']}. {gone['steady_clients']} steady clients for {gone['seconds']:g} s, quiet and while 1,500 clients "
+            f"send a request and vanish ({storm}); then {gone['dropped']['first_good']['vanished']} requests each sent whole and "
+            "reset at once, and one ordinary request after them. Work for a client that has gone served to the end, and dropped:",
+            "",
+            _table(
+                [
+                    "abandoned work",
+                    "quiet p50 ms",
+                    "quiet p99 ms",
+                    "storm p50 ms",
+                    "storm p99 ms",
+                    "storm req/s",
+                    "p99 storm/quiet",
+                    "first good request ms",
+                ],
+                [
+                    [
+                        label,
+                        r["quiet"]["p50_ms"],
+                        r["quiet"]["p99_ms"],
+                        r["storm"]["p50_ms"],
+                        r["storm"]["p99_ms"],
+                        r["storm"]["throughput_rps"],
+                        gone["storm_p99_over_quiet"].get(key),
+                        r["first_good"]["first_good_ms"],
+                    ]
+                    for key, label in modes
+                    for r in [gone[key]]
+                ],
+            ),
+            "",
+            "Where the dropped requests stopped (`capsnet_requests_abandoned_total`): "
+            + ", ".join(
+                f"{m.group(1)} {int(v)}"
+                for k, v in gone["dropped"]["metrics"].items()
+                if (m := re.fullmatch(r'capsnet_requests_abandoned_total\{phase="(\w+)"\}', k))
+            )
+            + ".",
+        ]
     two = load("pairs")
     if two and "in_process" in two:
         parts += [

@@ -22,8 +22,10 @@ mkdir -p "$OUT"
 {
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
+  # from the committed weights when there are some: they are the training state
+  resume=(); [ -f weights/multimnist.onnx ] && resume=(--resume weights/multimnist.onnx)
   "$PYTHON" -m model.train_multimnist --device "$DEVICE" --data "$DATA" --out "$RUN" --budget-minutes "$MINUTES" \
-    --bf16 --eval-pairs 3000 --pairs-per-epoch 240000 "$@"  # epochs of 240k pairs: scoring and saving stay a few % of the time
+    "${resume[@]}" --bf16 --eval-pairs 3000 --pairs-per-epoch 240000 "$@"  # epochs of 240k pairs: scoring and saving stay a few % of the time
 } 2>&1 | tr '\r' '\n' >"$OUT/train.log"
 cp "$RUN/history.json" "$OUT/"
 "$PYTHON" -m model.checkpoint_parts pack "$RUN/best.pt" "$OUT/best"

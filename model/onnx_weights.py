@@ -19,11 +19,12 @@ from model.capsnet import CapsNet
 log = logging.getLogger("capsnet.onnx_weights")
 
 
-def load_onnx_into(model: CapsNet, onnx_path: str | Path) -> dict:
-    """Copy every parameter of `model` from the ONNX initializer of the same name; returns the model card."""
+def load_onnx_into(model: CapsNet, onnx_path: str | Path, prefix: str = "") -> dict:
+    """Copy every parameter of `model` from the ONNX initializer of the same name (after `prefix`, the name of the module
+    that wrapped the network for export); returns the model card."""
     onnx_path = Path(onnx_path)
     graph = onnx.load(str(onnx_path)).graph
-    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    inits = {i.name.removeprefix(prefix): numpy_helper.to_array(i) for i in graph.initializer if i.name.startswith(prefix)}
     state = model.state_dict()
     missing = [k for k in state if k not in inits]
     if missing:

@@ -13,7 +13,8 @@ that is days, and the warm start is stated in the model card (`--init none` trai
 
 An "epoch" here is `--pairs-per-epoch` fresh pairs (60,000 by default: each training digit once as the first
 digit), after which the 10,000 fixed test pairs are scored and `<out>/last.pt` (and `best.pt` when it improves)
-written; `--resume` continues from a checkpoint.
+written; `--resume` continues from a checkpoint, or from the committed export (weights/multimnist.onnx), which is the
+training state that outlives a machine: its card entry holds the epochs, pairs and history to add to.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", default=MNIST_DIR, help="directory holding MNIST's four IDX files")
     p.add_argument("--out", default="checkpoints/multimnist", help="where checkpoints and history go")
-    p.add_argument("--epochs", type=int, default=20, help="train until this many epochs in total")
+    p.add_argument("--epochs", type=int, default=None, help="train until this many epochs in total (default: 20 more than it starts from)")
     p.add_argument("--pairs-per-epoch", type=int, default=60_000, help="fresh training pairs between evaluations")
     p.add_argument("--eval-pairs", type=int, default=10_000, help="fixed test pairs scored after each epoch")
     p.add_argument(
@@ -84,11 +85,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--freeze",
         nargs="*",
         default=[],
-        choices=["conv1"],
-        help="layers kept as --init gave them: conv1's stroke filters, whose input gradient through the primary convolution "
-        "then goes uncomputed (a step 18%% shorter, measured; not in the paper)",
+        choices=["conv1", "primary"],
+        help="layers kept as --init gave them (not in the paper): conv1's stroke filters, whose input gradient through the "
+        "primary convolution then goes uncomputed; with primary too, no convolution has a backward pass at all and only "
+        "W_ij and the decoder learn (BENCHMARKS.md's notes compare the pairs an hour and the scores)",
     )
-    p.add_argument("--resume", default=None, help="a checkpoint of this command (last.pt) to continue")
+    p.add_argument(
+        "--resume",
+        default=None,
+        help="what to continue: a checkpoint of this command (last.pt), or an export (weights/multimnist.onnx: its weights, and "
+        "from its card entry the epochs, pairs and history so far and the rate to go on at, with a fresh optimiser)",
+    )
     p.add_argument("--ema-decay", type=float, default=0.999, help="decay per step of the weight average scored beside the weights")
     p.add_argument("--limit", type=int, default=0, help="use only this many training digits (0: all); for smoke runs")
     return p.parse_args(argv)
@@ -124,6 +131,25 @@ def init_from_mnist(model: CapsNet, onnx_path: str | Path) -> None:
     bd[pad : pad + 28, pad : pad + 28] = src["decoder.net.4.bias"].view(28, 28)
     state["decoder.net.4.weight"], state["decoder.net.4.bias"] = wd.view(cfg.image_size**2, -1), bd.view(-1)
     model.load_state_dict(state)
+
+
+def resume_from_export(model: CapsNet, onnx_path: str | Path) -> tuple[dict, float]:
+    """The committed export is the training state that outlives a machine: its weights go into `model`, and its card entry
+    gives the state to add to (epochs, pairs seen, history, train seconds, the score to beat) and the rate the last epoch
+    ended at, for a fresh optimiser."""
+    from model.onnx_weights import load_onnx_into
+
+    entry = load_onnx_into(model, onnx_path, prefix="model.").get("multimnist") or {}
+    record = entry.get("training", {})
+    history = record.get("history", [])
+    state = {
+        "epoch": int(record.get("epochs", len(history))),
+        "history": history,
+        "best_acc": float(entry.get("test", {}).get("both_right", 0.0)),
+        "train_seconds": float(record.get("train_seconds", 0.0)),
+        "pairs_seen": int(record.get("pairs_seen", 0)),
+    }
+    return state, history[-1]["lr"] if history else LR
 
 
 def forward_pairs(model: CapsNet, image: Tensor, labels: Tensor | None = None) -> dict[str, Tensor]:
@@ -213,7 +239,16 @@ def train(args: argparse.Namespace) -> dict:
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=args.lr_decay)
     state: dict = {"epoch": 0, "history": [], "best_acc": 0.0, "train_seconds": 0.0, "pairs_seen": 0}
     ema = WeightAverage(model, args.ema_decay) if args.ema_decay > 0 else None
-    if args.resume:
+    if args.resume and Path(args.resume).suffix == ".onnx":
+        state, lr = resume_from_export(model, args.resume)
+        for group in opt.param_groups:
+            group["lr"] = args.lr if args.lr is not None else lr
+        sched.gamma = args.lr_decay
+        if ema is not None:
+            ema.model.load_state_dict(model.state_dict())
+        log.info("resumed the export %s at epoch %d (%d pairs seen), Adam afresh at %.2e", args.resume, state["epoch"],
+                 state["pairs_seen"], opt.param_groups[0]["lr"])  # fmt: skip
+    elif args.resume:
         ckpt = torch.load(args.resume, map_location="cpu", weights_only=False)
         model.load_state_dict(ckpt["model"])
         if "optimizer" in ckpt:
@@ -234,7 +269,8 @@ def train(args: argparse.Namespace) -> dict:
         log.info("resumed %s at epoch %d (%d pairs seen)", args.resume, state["epoch"], state["pairs_seen"])
     gen = torch.Generator(device=device).manual_seed(args.seed + state["epoch"])
 
-    last_epoch = args.epochs if budget is None else state["epoch"] + 1  # a budget sets the count after each epoch
+    epochs = args.epochs if args.epochs is not None else state["epoch"] + 20
+    last_epoch = epochs if budget is None else state["epoch"] + 1  # a budget sets the count after each epoch
     while state["epoch"] < last_epoch:
         model.train()
         t0 = time.time()

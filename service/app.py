@@ -142,5 +142,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"], allow_headers=["content-type"]
         )
-    app.add_middleware(EdgeMiddleware, metrics=metrics)
+    app.add_middleware(EdgeMiddleware, metrics=metrics, drop_abandoned=settings.drop_abandoned)
     return app

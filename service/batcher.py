@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from service.metrics import progress
+
 log = logging.getLogger("capsnet.batcher")
 
 
@@ -43,7 +45,7 @@ class InferenceFailed(Exception):
     """The model raised on a batch; every request in it gets a 500 with this id."""
 
 
-@dataclass
+@dataclass(eq=False)  # a job is itself: the queue finds it by identity, never by comparing its images
 class _Job:
     images: np.ndarray  # [n,1,S,S]
     future: asyncio.Future  # set on the event loop only
@@ -130,11 +132,27 @@ class Batcher:
             self._pending.append(job)
             self._cond.notify()
         try:
-            # On timeout (or a client gone) the future is cancelled, and the thread skips it.
+            # On timeout (or a client gone) the future is cancelled: a job still waiting leaves the queue at once, so the
+            # queue's count stays exact; one already in a batch is skipped or, if the batch is running, finishes unread.
             async with asyncio.timeout(timeout_s):
                 return Inference(await fut, job.queue_s, job.model_s)
         except TimeoutError as e:
+            self._withdraw(job)
             raise Overloaded(f"no model slot within {timeout_s:g} s") from e
+        except asyncio.CancelledError:
+            if not self._withdraw(job):
+                progress().phase = "predict"
+            raise
+
+    def _withdraw(self, job: _Job) -> bool:
+        """Take a job that no one waits for out of the queue; False when a batch has it already."""
+        with self._cond:
+            try:
+                self._pending.remove(job)
+            except ValueError:
+                return False
+            self._queued_images -= len(job.images)
+            return True
 
     # ---- the inference thread ----
 

@@ -86,6 +86,13 @@ class SecondDigit(_Section):
     second_min_length: float
 
 
+class PairScore(_Section):
+    """How the exported network did on the fixed test pairs (onnxruntime): what the page tells a person to expect."""
+
+    pairs: int
+    both_right: float | None = None
+
+
 class PairCard(_Section):
     """The card's `multimnist` entry: the network that reads two overlapping digits (model/export_multimnist.py)."""
 
@@ -95,6 +102,7 @@ class PairCard(_Section):
     input: PairInput
     files: dict[str, FileEntry]
     second_digit: SecondDigit
+    test: PairScore | None = None
 
     image_size = property(lambda self: self.architecture.image_size)
     num_classes = property(lambda self: self.architecture.num_classes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -20,6 +21,28 @@ PHASES = {
     "predict": "the batch in the model (network, counterfactual decodes)",
     "postprocess": "turning the model's outputs into the response",
 }
+
+# Where a request whose client went away was dropped: its body still arriving, being decoded, waiting for a batch, in a
+# batch that ran to its end (a batch in the model is never cut short), or having its answer encoded.
+ABANDON_PHASES = ("body", "preprocess", "queue", "predict", "postprocess")
+
+
+class Progress:
+    """The phase one request is in: EdgeMiddleware makes one per request, PhaseTimer and the batcher move it on, and
+    when the client goes away the phase it had reached labels `capsnet_requests_abandoned_total`."""
+
+    __slots__ = ("phase",)
+
+    def __init__(self) -> None:
+        self.phase = "body"
+
+
+PROGRESS: ContextVar[Progress] = ContextVar("capsnet_progress")
+
+
+def progress() -> Progress:
+    """This request's Progress; a detached one outside a request (in-process callers such as the benchmarks)."""
+    return PROGRESS.get(None) or Progress()
 
 
 class Metrics:
@@ -58,6 +81,14 @@ class Metrics:
             ["load"],
             registry=self.registry,
         )
+        self.abandoned = Counter(
+            "capsnet_requests_abandoned",
+            "requests whose client went away before their answer, by the phase their work stopped in",
+            ["phase"],
+            registry=self.registry,
+        )
+        for phase in ABANDON_PHASES:
+            self.abandoned.labels(phase)
         Gauge("capsnet_requests_in_flight", "requests being served", registry=self.registry).set_function(lambda: self.in_flight)
         Gauge("capsnet_requests_receiving", "requests being served whose body is still arriving", registry=self.registry).set_function(
             lambda: self.receiving
@@ -99,6 +130,8 @@ class PhaseTimer:
     def __init__(self, metrics: Metrics, endpoint: str, parsed_s: float = 0.0) -> None:
         self._phases, self._endpoint = metrics.phases, endpoint
         self._mark, self._carry = time.perf_counter(), parsed_s
+        self._progress = progress()
+        self._progress.phase = "preprocess"
 
     def _observe(self, phase: str, seconds: float) -> None:
         self._phases[phase].labels(self._endpoint).observe(seconds)
@@ -107,11 +140,13 @@ class PhaseTimer:
         now = time.perf_counter()
         self._observe("preprocess", self._carry + now - self._mark)
         self._mark = now
+        self._progress.phase = "queue"
 
     def inferred(self, queue_s: float, model_s: float) -> None:
         self._observe("queue", queue_s)
         self._observe("predict", model_s)
         self._mark = time.perf_counter()
+        self._progress.phase = "postprocess"
 
     def postprocessed(self) -> None:
         self._observe("postprocess", time.perf_counter() - self._mark)

@@ -1,17 +1,30 @@
-"""The outermost ASGI middleware: what every response carries, and what every request is counted as.
+"""The outermost ASGI middleware: what every response carries, what every request is counted as, and work dropped when
+its client has gone.
 
 Pure ASGI for its cost per request. HEAD is served here as GET without the body (RFC 9110: the same response, no
 content), so every GET endpoint answers HEAD without a second operation per path in /openapi.json. The app gets a
 copy of the scope that says GET; the server keeps its own, which still says HEAD.
+
+Why abandoned requests are dropped: a client that times out and retries, or resets its connection, leaves a request
+that nobody will read. Served to the end, each costs its decode, a place in a batch and the encoding of its answer, so
+impatient clients make an overload worse, as a retry storm does. Once a request's body has arrived, a watcher waits on
+the connection; if the client goes before the answer starts, the request's work is cancelled wherever it is (a batch
+already in the model finishes; the queue lets go of a request still waiting), and it is counted by the phase it reached.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
+import anyio
+from anyio.lowlevel import checkpoint
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.metrics import Metrics
+from service.metrics import PROGRESS, Metrics, Progress
+
+CLIENT_GONE = "499"  # nginx's code for a request whose client closed the connection first: nobody got an answer
+_DISCONNECT: Message = {"type": "http.disconnect"}
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
@@ -34,9 +47,10 @@ class EdgeMiddleware:
     arrival to the end of its answer. A rejection before the route ran (413, 415, 400 bad_json) is labelled with the
     route it was sent to, since routing comes first; a mounted app's requests by its mount; a path nothing matches, "other"."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, drop_abandoned: bool = True) -> None:
         self.app = app
         self.metrics = metrics
+        self.drop_abandoned = drop_abandoned
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -57,11 +71,66 @@ class EdgeMiddleware:
                 message = {**message, "body": b""}
             await send(message)
 
+        progress = Progress()
+        token = PROGRESS.set(progress)
+        gone = False
         try:
             with self.metrics.serving():
-                await self.app(inner, receive, send_wrapper)
+                if self.drop_abandoned and scope["method"] in ("POST", "PUT", "PATCH"):
+                    gone = await self._unless_abandoned(inner, receive, send_wrapper, progress)
+                else:
+                    await self.app(inner, receive, send_wrapper)
         finally:
+            PROGRESS.reset(token)
             mount = inner.get("root_path", "")[len(root_path) :]  # a mount that matched (/static) added its path to root_path
             endpoint = getattr(inner.get("route"), "path", None) or mount or "other"
-            self.metrics.requests.labels(endpoint, scope["method"], str(status)).inc()
+            if gone:
+                self.metrics.abandoned.labels(progress.phase).inc()
+            self.metrics.requests.labels(endpoint, scope["method"], CLIENT_GONE if gone else str(status)).inc()
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
+
+    async def _unless_abandoned(self, scope: Scope, receive: Receive, send: Send, progress: Progress) -> bool:
+        """The app, cancelled if the client goes away before the answer starts; whether it went. The watcher only reads
+        the connection once the body is in (the app reads it first); after that, the app's own reads wait on the watcher.
+        A plain task and a cancel scope rather than a task group: an error of the app's reaches the error handlers as it
+        was raised, not wrapped in an exception group."""
+        body_in, left = anyio.Event(), anyio.Event()
+        answering = gone = False
+
+        async def app_receive() -> Message:
+            nonlocal gone
+            if body_in.is_set():  # nothing but a disconnect can come now, and the watcher reads it
+                await left.wait()
+                return _DISCONNECT
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                gone = gone or not answering
+                left.set()
+            elif not message.get("more_body", False):
+                progress.phase = "preprocess"
+                body_in.set()
+                await checkpoint()  # the watcher's turn: a client already gone is seen before any decoding
+            return message
+
+        async def app_send(message: Message) -> None:
+            nonlocal answering
+            answering = True  # set before the server sees the answer, whose end reads as a disconnect to the watcher
+            await send(message)
+
+        with anyio.CancelScope() as work:
+
+            async def watch() -> None:
+                nonlocal gone
+                await body_in.wait()
+                if (await receive())["type"] == "http.disconnect":
+                    left.set()
+                    if not answering:
+                        gone = True
+                        work.cancel()
+
+            watcher = asyncio.get_running_loop().create_task(watch())
+            try:
+                await self.app(scope, app_receive, app_send)
+            finally:
+                watcher.cancel()
+        return gone

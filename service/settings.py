@@ -64,6 +64,11 @@ class Settings(BaseSettings):
     )
     max_queue: int = Field(512, ge=1, description="images waiting for the model before requests get 503")
     request_timeout_s: float = Field(10.0, gt=0, description="longest a request may wait for the model (then 503)")
+    drop_abandoned: bool = Field(
+        True,
+        description="stop work on a request whose client has gone (not decoded, taken out of the queue, its answer not "
+        "encoded; a batch already in the model finishes): false serves it to the end for nobody, as a measure of what dropping saves",
+    )
 
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="largest request body (413 past it): a 12 MP phone JPEG is 2-8 MB")
     # checked from the header before decoding (imaging.open_image); capped below Pillow's own decompression-bomb guard

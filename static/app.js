@@ -371,8 +371,9 @@ import { createRoutingInspector } from "./routing.js";
       t.error.textContent = has ? fmtError(errors[k]) : "\u2013";
       t.button.classList.toggle("is-winner", has && isDigit(data) && k === data.prediction);
       t.button.classList.toggle("is-best", has && k === best);
+      // the visible text ("3", "0.123") comes first and in order, so that a voice user can say what they see
       t.button.setAttribute("aria-label", has
-        ? "Capsule " + k + ": reconstruction error " + fmtError(errors[k]) + (k === best ? ", the closest" : "")
+        ? "Capsule " + k + ": " + fmtError(errors[k]) + " reconstruction error" + (k === best ? ", the closest" : "")
         : "Capsule " + k + ": no reconstruction yet");
     });
     showSelection();

@@ -31,6 +31,7 @@ async def index(request: Request, state: ReadyDep) -> HTMLResponse:
         # section 7, two digits at once: when the two-digit network is served here
         "pairs": state.pairs is not None,
         "pair_size": state.pairs.card.image_size if state.pairs is not None else None,
+        "pair_score": state.pairs.card.test if state.pairs is not None and state.pairs.card.test is not None else None,
         "pair_sample": state.pairs is not None and state.test_digits is not None and state.test_digits.available(),
     }
     return templates.TemplateResponse(request, "index.html", ctx)

@@ -157,7 +157,7 @@ def test_export_contract_parity_and_card_entry(trained) -> None:
     weights = tmp / "weights"
     weights.mkdir()
     shutil.copy(WEIGHTS / "model-card.json", weights)
-    main(["--checkpoint", str(out / "best.pt"), "--out", str(weights), "--data", str(data), "--pairs", "20", "--min-both-right", "0"])
+    main(["--checkpoint", str(out / "best.pt"), "--out", str(weights), "--data", str(data), "--pairs", "20", "--min-gain", "-1"])
     sess = ort.InferenceSession(str(weights / "multimnist.onnx"), providers=["CPUExecutionProvider"])
     got = sess.run(None, {"image": np.zeros((3, 1, 36, 36), np.float32)})
     assert [o.name for o in sess.get_outputs()] == ["lengths", "poses", "reconstructions"]
@@ -174,7 +174,7 @@ def test_export_contract_parity_and_card_entry(trained) -> None:
     assert entry["second_digit"]["second_min_length"] > 0
 
 
-def test_export_refuses_weights_under_the_bar(trained) -> None:
+def test_export_leaves_the_committed_files_unless_the_new_ones_gain_enough(trained) -> None:
     from model.export_multimnist import main
 
     tmp, data, out, _ = trained
@@ -182,9 +182,7 @@ def test_export_refuses_weights_under_the_bar(trained) -> None:
     weights.mkdir()
     shutil.copy(WEIGHTS / "model-card.json", weights)
     with pytest.raises(SystemExit, match="not written"):
-        main(
-            ["--checkpoint", str(out / "best.pt"), "--out", str(weights), "--data", str(data), "--pairs", "20", "--min-both-right", "1.01"]
-        )
+        main(["--checkpoint", str(out / "best.pt"), "--out", str(weights), "--data", str(data), "--pairs", "20", "--min-gain", "1.01"])
     assert not (weights / "multimnist.onnx").exists()
     assert (weights / "model-card.json").read_bytes() == (WEIGHTS / "model-card.json").read_bytes(), "the card is left as it was"
 
@@ -261,7 +259,7 @@ def test_a_packed_checkpoint_exports_and_resumes_with_a_fresh_optimiser(trained,
     weights = tmp_path / "weights"
     weights.mkdir()
     shutil.copy(WEIGHTS / "model-card.json", weights)
-    main(["--checkpoint", str(joined), "--out", str(weights), "--data", str(data), "--pairs", "20", "--min-both-right", "0"])
+    main(["--checkpoint", str(joined), "--out", str(weights), "--data", str(data), "--pairs", "20", "--min-gain", "-1"])
     entry = json.loads((weights / "model-card.json").read_text())["multimnist"]["training"]
     assert (entry["epochs"], entry["pairs_seen"], entry["history"]) == (best["epoch"], best["pairs_seen"], best["history"])
     argv = ["--data", str(data), "--out", str(tmp_path / "go-on"), "--batch-size", "8", "--threads", "1", "--pairs-per-epoch", "16"]
@@ -289,3 +287,62 @@ def test_pairs_and_a_training_step_make_every_tensor_where_the_data_is() -> None
     finally:
         torch.set_default_device(None)
     assert batch.image.device.type == "cpu" and 0.0 <= score["both_right"] <= 1.0
+
+
+@pytest.fixture(scope="module")
+def exported(trained, tmp_path_factory):
+    """The tiny run's best weights exported as the committed ones are: weights/ with its card entry."""
+    from model.export_multimnist import main
+
+    _, data, out, _ = trained
+    weights = tmp_path_factory.mktemp("exported") / "weights"
+    weights.mkdir()
+    shutil.copy(WEIGHTS / "model-card.json", weights)
+    main(["--checkpoint", str(out / "best.pt"), "--out", str(weights), "--data", str(data), "--pairs", "20", "--min-gain", "-1"])
+    return data, weights
+
+
+def _scores_before_and_after_resuming(onnx_path, pairs, tmp_path) -> tuple[dict, dict]:
+    from model.export_multimnist import export, run_onnx, score
+    from model.train_multimnist import resume_from_export
+
+    model = CapsNet(CONFIG)
+    resume_from_export(model, onnx_path)
+    again, _ = export(model.eval(), tmp_path)
+    images, digits_, labels = pairs.image.numpy(), pairs.digits.numpy(), pairs.labels.numpy()
+    return score(run_onnx(onnx_path, images), digits_, labels), score(run_onnx(again, images), digits_, labels)
+
+
+def test_a_run_resumed_from_the_export_scores_what_the_export_scores(exported, tmp_path) -> None:
+    """The committed file is the training state: read back into the network, before any step, it is the same network."""
+    from model.data import load_tensors
+
+    data, weights = exported
+    _, _, x, y = load_tensors(data, limit=1)
+    before, after = _scores_before_and_after_resuming(weights / "multimnist.onnx", fixed_test_pairs(x, y, 20), tmp_path)
+    assert before == after
+
+
+@pytest.mark.skipif(not (WEIGHTS / "multimnist.onnx").exists(), reason="no two-digit network committed yet")
+def test_the_committed_export_resumes_as_it_scores(tmp_path) -> None:
+    from model.data import load_tensors
+    from tests.conftest import MNIST
+
+    if not MNIST.is_dir():
+        pytest.skip(f"MNIST is not at {MNIST}")
+    _, _, x, y = load_tensors(MNIST, limit=1)
+    before, after = _scores_before_and_after_resuming(WEIGHTS / "multimnist.onnx", fixed_test_pairs(x, y, 500), tmp_path)
+    assert before == after and before["both_right"] > 0.5
+
+
+def test_training_resumed_from_an_export_adds_to_its_record(exported, tmp_path) -> None:
+    """Epochs, pairs and history go on from the card's entry; Adam starts afresh at the rate the card recorded."""
+    data, weights = exported
+    entry = json.loads((weights / "model-card.json").read_text())["multimnist"]["training"]
+    argv = ["--data", str(data), "--out", str(tmp_path / "go-on"), "--batch-size", "8", "--threads", "1", "--pairs-per-epoch", "16"]
+    argv += ["--eval-pairs", "10", "--epochs", str(entry["epochs"] + 1), "--resume", str(weights / "multimnist.onnx")]
+    state = train(parse_args(argv))
+    assert state["epoch"] == entry["epochs"] + 1 and state["pairs_seen"] == entry["pairs_seen"] + 16
+    assert state["history"][:-1] == entry["history"]
+    assert state["history"][-1]["lr"] == pytest.approx(entry["lr_next"] * 0.9)
+    assert state["train_seconds"] > entry["train_seconds"]

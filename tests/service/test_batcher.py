@@ -242,3 +242,33 @@ def test_each_request_learns_how_long_it_queued_and_how_long_its_batch_ran():
     first, second = asyncio.run(main())
     assert 0.19 <= first.model_s < 1 and 0.19 <= second.model_s < 1
     assert first.queue_s < 0.05 and 0.1 <= second.queue_s < 1
+
+
+def test_a_request_given_up_while_queued_leaves_the_queue_at_once_and_never_reaches_the_model():
+    """Its client gone (the request's task cancelled): the queue's count drops at once, and the model never runs it."""
+    from service.metrics import PROGRESS, Progress
+
+    async def main():
+        calls, gate = [], threading.Event()
+        b = Batcher(fake_model(calls, gate), max_batch=1, max_wait_s=0, max_queue=4)
+        b.start()
+        first = asyncio.ensure_future(b.submit(images(1), 5))
+        await asyncio.sleep(0.05)  # the model holds the first request
+        progress = Progress()
+        PROGRESS.set(progress)  # the request's own, as the middleware gives each request
+        waiting = asyncio.ensure_future(b.submit(images(2), 5))
+        await asyncio.sleep(0.01)
+        queued = b.queued_images
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        after_cancel = b.queued_images
+        gate.set()
+        await first
+        await asyncio.sleep(0.05)
+        await b.stop()
+        return queued, after_cancel, calls, progress.phase
+
+    queued, after_cancel, calls, phase = asyncio.run(main())
+    assert (queued, after_cancel) == (1, 0)
+    assert calls == [1], "the model ran the first request only"
+    assert phase != "predict", "dropped from the queue, not from a batch that ran"

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 import pytest
 
-from tests.conftest import committed_pairs
+from tests.conftest import WEIGHTS, committed_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "test-output"
@@ -539,7 +539,7 @@ def test_keyboard_and_screen_reader(page: Any) -> None:
     assert [order.index(t) for t in tiles] == sorted(order.index(t) for t in tiles), "the strip is not tabbed through in order"
     # the counterfactual tiles are toggle buttons named by their capsule and error
     for k in range(10):
-        tile = page.get_by_role("button", name=re.compile(rf"^Capsule {k}: reconstruction error \d+\.\d\d"))
+        tile = page.get_by_role("button", name=re.compile(rf"^Capsule {k}: \d+\.\d\d reconstruction error"))
         expect(tile).to_have_attribute("data-testid", f"counterfactual-{k}")
         expect(tile).to_have_attribute("aria-pressed", "true" if k == 0 else "false")
     expect(page.get_by_test_id("verdict")).to_have_attribute("aria-live", "polite")
@@ -636,7 +636,7 @@ def test_digit_verdict_and_counterfactual_strip(session: tuple[Any, Watch], digi
         assert t["enabled"] and t["visible"], f"tile {k} is not shown: {t}"
         assert t["src"].startswith("data:image/png;base64,") and t["width"] == TILE, f"tile {k} has no 28x28 picture: {t}"
         assert re.fullmatch(r"\d+\.\d\d", t["error"]), f"tile {k}'s error is not a number: {t['error']!r}"
-        assert re.search(rf"Capsule {k}\b.*error {re.escape(t['error'])}", t["label"]), t["label"]
+        assert re.search(rf"Capsule {k}: {re.escape(t['error'])} reconstruction error", t["label"]), t["label"]
     errors = [float(t["error"]) for t in tiles]
     assert min(range(10), key=errors.__getitem__) == digit, f"the drawn digit's own capsule should redraw it best: {errors}"
     assert [t["pressed"] for t in tiles] == ["true" if k == digit else "false" for k in range(10)]
@@ -1021,6 +1021,10 @@ def test_two_digits_drawn_in_two_colours_are_pulled_apart(session: tuple[Any, Wa
 @pytest.mark.skipif(not committed_pairs(), reason="the committed card has no two-digit network yet: naming pairs needs the trained one")
 def test_a_random_test_pair_is_read_and_named(session: tuple[Any, Watch]) -> None:
     page, _ = session
+    score = json.loads((WEIGHTS / "model-card.json").read_text())["multimnist"]["test"]
+    # what to expect, said before a person tries: the committed network's own figure beside the paper's
+    expect(page.get_by_test_id("pair-score")).to_contain_text(f"{100 * score['both_right']:.1f}% of {score['pairs']:,} test pairs")
+    expect(page.get_by_test_id("pair-score")).to_contain_text("94.8%")
     page.get_by_test_id("pair-random").scroll_into_view_if_needed()
     right = 0
     for _ in range(10):
@@ -1034,3 +1038,43 @@ def test_a_random_test_pair_is_read_and_named(session: tuple[Any, Watch]) -> Non
         right += set(predictions(page).split(",")) == truth
     assert right >= 6, f"{right} of 10 random test pairs named (the card: both right on over 90% of the test pairs)"
     page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-random.png"))
+
+
+# ------------------------------------------------------------ accessibility
+# axe-core (tests/static/package.json) injected by the browser before the page's own scripts, as the Watch's listener is:
+# outside the page's Content-Security-Policy, which stays as strict as it is served.
+
+AXE = Path(__file__).resolve().parent / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def axe_violations(page: Any) -> list[dict]:
+    return page.evaluate(
+        """async () => (await axe.run(document, {resultTypes: ['violations']})).violations.map(v => ({
+            id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 5)}))"""
+    )
+
+
+@pytest.mark.parametrize("width", [1280, 360])
+def test_the_page_has_no_accessibility_violations_with_a_digit_drawn(browser: Any, base_url: str, width: int) -> None:
+    """Every axe-core rule, any impact, at a desktop and a phone width: after a digit is drawn (the capsules, the strip of
+    ten redrawings and the sliders filled in) and with section 7, the two-digit network, on the page."""
+    if not AXE.exists():
+        pytest.fail(f"{AXE} is missing: `make install` runs npm ci in tests/static")
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    context.add_init_script(path=str(AXE))
+    page = context.new_page()
+    watch = Watch(page)
+    try:
+        page.goto(base_url + "/")
+        page.wait_for_selector("#app.is-ready")
+        page.get_by_test_id("draw-canvas").scroll_into_view_if_needed()
+        with page.expect_response(lambda r: urlsplit(r.url).path == "/predict"):
+            draw(page, ONE)
+        expect(page.get_by_test_id("counterfactual-1")).to_be_enabled()
+        expect(page.locator("#pairs")).to_be_visible()
+        violations = axe_violations(page)
+        assert violations == [], json.dumps(violations, indent=1)
+    finally:
+        context.close()
+    watch.check()

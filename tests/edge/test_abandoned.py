@@ -1,0 +1,60 @@
+"""A client that goes away behind the edge is gone for the service too: HAProxy with deploy/edge/haproxy.cfg passes the
+abort on (a reset, or a close after the request as a client that gave up does), so the service drops the work instead
+of serving it to nobody. Loopback only, bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from bench.abandon import vanish
+from bench.edge import start_edge
+from bench.loadgen import build_request, multipart_png
+from bench.server import Server
+from tests.edge.helpers import need_haproxy
+from tests.service.helpers import stroke_digit_one
+
+CLIENTS = 40
+
+
+@pytest.fixture(scope="module")
+def edge() -> Iterator[tuple[Server, int]]:
+    need_haproxy()
+    # one slow model thread, so that requests wait long enough for their clients to leave first
+    service = Server({"CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_WORKERS": "1", "CAPSNET_MAX_BATCH": "1"}).wait_ready()
+    try:
+        proc, port = start_edge(service.port)
+        try:
+            yield service, port
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    finally:
+        service.stop()
+
+
+def dropped(service: Server) -> float:
+    text = httpx.get(service.url + "/metrics", timeout=10).text
+    return sum(float(v) for v in re.findall(r"^capsnet_requests_abandoned_total\{[^}]*\} (\S+)$", text, re.M))
+
+
+@pytest.mark.parametrize("how", ["after_body", "closed"])
+def test_clients_that_leave_through_the_edge_are_dropped_by_the_service(edge, how) -> None:
+    service, port = edge
+    png = stroke_digit_one(280)
+    body, ctype = multipart_png(png)
+    request = build_request("127.0.0.1", port, "/predict", body, ctype)
+    before = dropped(service)
+
+    async def leave() -> None:
+        await asyncio.gather(*(vanish("127.0.0.1", port, request, how, 0.002) for _ in range(CLIENTS)))
+        await asyncio.sleep(1.0)
+
+    asyncio.run(leave())
+    assert dropped(service) - before >= CLIENTS / 2, f"of {CLIENTS} clients gone, the service dropped {dropped(service) - before}"
+    r = httpx.post(f"http://127.0.0.1:{port}/predict", files={"file": ("d.png", png, "image/png")}, timeout=30)
+    assert r.status_code == 200 and r.json()["prediction"] == 1
