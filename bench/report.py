@@ -366,7 +366,8 @@ def render(results_dir: Path) -> str:
             "",
             f"{gone['request']}. {gone['steady_clients']} steady clients for {gone['seconds']:g} s, quiet and while 1,500 clients "
             f"send a request and vanish ({storm}); then {gone['dropped']['first_good']['vanished']} requests each sent whole and "
-            "reset at once, and one ordinary request after them. Work for a client that has gone served to the end, and dropped:",
+            "reset at once, and one ordinary request after them (the median of 5 rounds). Work for a client that has gone "
+            "served to the end, and dropped:",
             "",
             _table(
                 [

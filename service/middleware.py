@@ -17,14 +17,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-import anyio
-from anyio.lowlevel import checkpoint
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.metrics import PROGRESS, Metrics, Progress
 
 CLIENT_GONE = "499"  # nginx's code for a request whose client closed the connection first: nobody got an answer
 _DISCONNECT: Message = {"type": "http.disconnect"}
+LOOP_TURNS_TO_SEE_A_RESET = 3
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
@@ -90,26 +89,43 @@ class EdgeMiddleware:
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
 
     async def _unless_abandoned(self, scope: Scope, receive: Receive, send: Send, progress: Progress) -> bool:
-        """The app, cancelled if the client goes away before the answer starts; whether it went. The watcher only reads
-        the connection once the body is in (the app reads it first); after that, the app's own reads wait on the watcher.
-        A plain task and a cancel scope rather than a task group: an error of the app's reaches the error handlers as it
-        was raised, not wrapped in an exception group."""
-        body_in, left = anyio.Event(), anyio.Event()
+        """The app, cancelled if the client goes away before the answer starts; whether it went. The watcher starts once
+        the body is in (until then the app reads the connection, and sees a disconnect itself); after that, the app's own
+        reads wait on the watcher. Plain asyncio (a task, Task.cancel and uncancel), not anyio's task group or cancel
+        scope: an error of the app's reaches the error handlers as it was raised, and the per-request cost stays small."""
+        task = asyncio.current_task()
+        assert task is not None
+        left = asyncio.Event()
         answering = gone = False
+        watcher: asyncio.Task | None = None
+
+        async def watch() -> None:
+            nonlocal gone
+            if (await receive())["type"] == "http.disconnect":
+                left.set()
+                if not answering:
+                    gone = True
+                    task.cancel()
 
         async def app_receive() -> Message:
-            nonlocal gone
-            if body_in.is_set():  # nothing but a disconnect can come now, and the watcher reads it
+            nonlocal gone, watcher
+            if watcher is not None:  # nothing but a disconnect can come now, and the watcher reads it
                 await left.wait()
                 return _DISCONNECT
             message = await receive()
-            if message["type"] == "http.disconnect":
-                gone = gone or not answering
+            if message["type"] == "http.disconnect":  # gone before its body ended: no one to tell that it is incomplete
                 left.set()
+                if not answering:
+                    gone = True
+                    task.cancel()
             elif not message.get("more_body", False):
                 progress.phase = "preprocess"
-                body_in.set()
-                await checkpoint()  # the watcher's turn: a client already gone is seen before any decoding
+                watcher = asyncio.get_running_loop().create_task(watch())
+                # A reset that has already arrived takes the event loop a few turns to report (the failed read, the
+                # server's connection_lost, then the watcher): given them, a client already gone is seen before its
+                # body is parsed or its image decoded.
+                for _ in range(LOOP_TURNS_TO_SEE_A_RESET):
+                    await asyncio.sleep(0)
             return message
 
         async def app_send(message: Message) -> None:
@@ -117,20 +133,13 @@ class EdgeMiddleware:
             answering = True  # set before the server sees the answer, whose end reads as a disconnect to the watcher
             await send(message)
 
-        with anyio.CancelScope() as work:
-
-            async def watch() -> None:
-                nonlocal gone
-                await body_in.wait()
-                if (await receive())["type"] == "http.disconnect":
-                    left.set()
-                    if not answering:
-                        gone = True
-                        work.cancel()
-
-            watcher = asyncio.get_running_loop().create_task(watch())
-            try:
-                await self.app(scope, app_receive, app_send)
-            finally:
+        try:
+            await self.app(scope, app_receive, app_send)
+        except asyncio.CancelledError:
+            # ours, and nobody else's (a server shutting down cancels too): the request ends here, unanswered
+            if not (gone and task.uncancel() == 0):
+                raise
+        finally:
+            if watcher is not None:
                 watcher.cancel()
         return gone
