@@ -1,4 +1,4 @@
-"""Container images as a user builds them (issue 27): the Dockerfile's CPU image and its GPU build path, built cold (no
+"""Container images as a user builds them: the Dockerfile's CPU image and its GPU build path, built cold (no
 layer cache), warm (nothing changed) and after a change to the service code only, with their sizes and the seconds
 from `run` to /readyz. The engine is Docker where one answers, else podman set up by tests/containers/setup.sh; without
 either the part reports that and measures nothing. The tests (tests/containers) drive the same Engine.

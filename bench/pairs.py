@@ -1,4 +1,4 @@
-"""The two-digit network (issue 28): multimnist.onnx in process at batch 1 and 32, and `/predict?model=multimnist` (a
+"""The two-digit network: multimnist.onnx in process at batch 1 and 32, and `/predict?model=multimnist` (a
 PNG picture of two overlapping MNIST test digits, multipart) over loopback at 1 and 4 clients. Skipped when the card
 has no two-digit network."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from anyio import to_thread
+from anyio import CapacityLimiter, to_thread
 from fastapi import APIRouter, Request
 
 from service.body import BodyRoute
@@ -46,10 +46,13 @@ def _pose(digit: int, pose: list[float], state: AppState) -> np.ndarray:
     return arr
 
 
-def _decoder(request: Request, state: AppState) -> tuple[Decoder, int]:
-    """The decoder `?model=` names and the side of what it draws."""
+def _decoder(request: Request, state: AppState) -> tuple[Decoder, int, CapacityLimiter | None]:
+    """The decoder `?model=` names, the side of what it draws, and the limiter its thread must hold: the two-digit
+    network's, which bounds every call to that network whatever the route (MAX_AT_ONCE), or anyio's default."""
     pairs = pair_engine(request, state)
-    return (pairs.reconstruct, pairs.card.image_size) if pairs is not None else (state.engine.reconstruct, state.card.image_size)
+    if pairs is not None:
+        return pairs.reconstruct, pairs.card.image_size, pairs.limiter
+    return state.engine.reconstruct, state.card.image_size, None
 
 
 @router.post(
@@ -61,10 +64,10 @@ def _decoder(request: Request, state: AppState) -> tuple[Decoder, int]:
 )
 async def reconstruct(request: Request, req: ReconstructRequest, state: ReadyDep) -> FastJSON:
     """The decoder on `pose` placed in capsule `digit` (all other capsules zero), as in training."""
-    decoder, _ = _decoder(request, state)
+    decoder, _, limiter = _decoder(request, state)
     with_pixels = pixels_asked(request.query_params.get("include"))
     pose = _pose(req.digit, req.pose, state)
-    img = await to_thread.run_sync(decoder, np.array([req.digit], np.int64), pose[None])
+    img = await to_thread.run_sync(decoder, np.array([req.digit], np.int64), pose[None], limiter=limiter)
     return FastJSON({"reconstruction": picture(img[0, 0], with_pixels)})
 
 
@@ -77,7 +80,7 @@ async def reconstruct(request: Request, req: ReconstructRequest, state: ReadyDep
 )
 async def perturb(request: Request, req: PerturbRequest, state: ReadyDep) -> FastJSON:
     """Each of the 16 dimensions in turn shifted by each delta: one row per dimension, one column per delta."""
-    decoder, side = _decoder(request, state)
+    decoder, side, limiter = _decoder(request, state)
     pose = _pose(req.digit, req.pose, state)
     deltas = DEFAULT_DELTAS if req.deltas is None else req.deltas
     limit = state.settings.max_deltas
@@ -96,7 +99,7 @@ async def perturb(request: Request, req: PerturbRequest, state: ReadyDep) -> Fas
         s = imgs.shape[-1]
         return encode_png(tile_grid(imgs.reshape(dim, len(d), s, s)))
 
-    png = await to_thread.run_sync(run)
+    png = await to_thread.run_sync(run, limiter=limiter)
     return FastJSON(
         {
             "digit": req.digit,

@@ -197,6 +197,8 @@ def test_the_container_table_gives_size_and_each_build(tmp_path):
 def test_the_two_digit_network_has_its_rows(tmp_path):
     data = {
         "model": "6ep-1a2b3c4d",
+        "both_right": 0.8412,
+        "committed": True,
         "duration_s": 8,
         "in_process": [{"batch": 1, "ms_per_call": 9.5, "images_per_s": 105.3}],
         "service": [{**_load_row("", 1, 40.0)}],
@@ -204,6 +206,7 @@ def test_the_two_digit_network_has_its_rows(tmp_path):
     (tmp_path / "pairs.json").write_text(json.dumps(data))
     md = render(tmp_path)
     assert "## Two digits at once (multimnist.onnx, 6ep-1a2b3c4d)" in md
+    assert "The committed export: both digits read right on 84.1% of the test pairs." in md
     assert "| 1 | 9.5 | 105.3 |" in md and "| 1 | 40.0 | 3.0 | 5.0 | 0 |" in md
 
 

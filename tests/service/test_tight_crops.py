@@ -1,4 +1,4 @@
-"""Digits that touch the image's edge: tightly cropped scans and photos (issue 29). Before, the ink at the border was
+"""Digits that touch the image's edge: tightly cropped scans and photos. Before, the ink at the border was
 taken for the paper or for a frame edge, and a third of such digits came back blank.
 
 MNIST test digits cropped to their own ink with a margin of 0 to 2 px, scaled x1 to x12 with nearest, bilinear or
@@ -47,7 +47,7 @@ def test_tightly_cropped_scans_are_read_and_never_blank(client, cut):
 
 @pytest.mark.parametrize("cut", [False, True], ids=["tight", "stroke-cut-at-the-edge"])
 def test_tightly_cropped_photos_are_read_and_never_blank(client, cut):
-    """Uneven light, grain and JPEG: >= 98% read right (now 100% and 98.5%; before issue 29: 74% and 65%), none
+    """Uneven light, grain and JPEG: >= 98% read right (now 100% and 98.5%; before the border was read as paper: 74% and 65%), none
     answered blank (before: 18% and 25%). Thumbnails 11 to 42 px wide are in it: their 1-2 px strokes are read without
     the blur a larger photo's grain needs. Of the 3 misread with a stroke cut, the cut took a 5's flag (it reads 3) and
     a 6's stem (it reads 0), and a 0's faint stroke breaks."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -106,3 +107,12 @@ def test_openapi_documents_every_endpoint_with_examples(client):
     ):
         # read from the query by hand, documented by hand
         assert [p["name"] for p in spec["paths"][path]["post"]["parameters"]] == names, path
+
+
+OPENAPI = Path(__file__).with_name("openapi.json")
+
+
+def test_the_openapi_schema_is_the_committed_one_byte_for_byte(client):
+    """What clients generate their code from changes only on purpose: after a deliberate change to the API, write the new
+    schema over tests/service/routers/openapi.json (`curl -s 127.0.0.1:8000/openapi.json > ...`) and review the diff."""
+    assert client.get("/openapi.json").content == OPENAPI.read_bytes()

@@ -209,3 +209,57 @@ def test_no_random_pairs_without_mnist(tmp_path, pair_weights) -> None:
         r = c.get("/multimnist/sample")
         assert r.status_code == 404 and "CAPSNET_MNIST_DIR" in r.json()["detail"]
         assert 'id="pair-canvas"' in c.get("/").text and 'id="pair-random"' not in c.get("/").text
+
+
+def test_no_more_two_digit_calls_run_at_once_than_the_limit_whatever_the_route(client) -> None:
+    """/predict, /reconstruct, /perturb and the protocol's two graphs, asked at once from many threads: the two-digit
+    network never runs more calls at once than MAX_AT_ONCE (each call is counted around the real session's run)."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from service.pairs import MAX_AT_ONCE
+
+    engine = client.app.state.capsnet.pairs
+    running, most, lock = 0, 0, threading.Lock()
+
+    def counted(fn):
+        def call(*args):
+            nonlocal running, most
+            with lock:
+                running += 1
+                most = max(most, running)
+            try:
+                time.sleep(0.01)  # long enough for a second call to overlap, were it let in
+                return fn(*args)
+            finally:
+                with lock:
+                    running -= 1
+
+        return call
+
+    pose = {"digit": 3, "pose": [0.05] * 16}
+    pixels = {"pixels": np.zeros((36, 36)).tolist()}
+    v2_image = {"inputs": [{"name": "image", "shape": [1, 1, 36, 36], "datatype": "FP32", "data": [0.0] * 36 * 36}]}
+    v2_pose = {
+        "inputs": [
+            {"name": "digit", "shape": [1], "datatype": "INT64", "data": [3]},
+            {"name": "pose", "shape": [1, 16], "datatype": "FP32", "data": [0.05] * 16},
+        ]
+    }
+    asks = [
+        ("/predict?model=multimnist", pixels),
+        ("/reconstruct?model=multimnist", pose),
+        ("/perturb?model=multimnist", {**pose, "deltas": [-0.1, 0.0, 0.1]}),
+        ("/v2/models/multimnist/infer", v2_image),
+        ("/v2/models/multimnist-decoder/infer", v2_pose),
+    ] * 6
+    run, reconstruct = engine.run, engine.reconstruct
+    engine.run, engine.reconstruct = counted(run), counted(reconstruct)
+    try:
+        with ThreadPoolExecutor(len(asks)) as pool:
+            statuses = list(pool.map(lambda a: client.post(a[0], json=a[1]).status_code, asks))
+    finally:
+        engine.run, engine.reconstruct = run, reconstruct
+    assert statuses == [200] * len(asks)
+    assert most == MAX_AT_ONCE, f"{most} two-digit calls ran at once, the limit is {MAX_AT_ONCE}"
