@@ -20,9 +20,9 @@ OUTPUTS_BEFORE = ["lengths", "poses", "reconstruction", "coupling"]
 
 def in_process(weights: Path, min_seconds: float) -> list[dict]:
     """The network with and without the `primary` output; the trace (routing.onnx) and its answer, batch 1."""
-    from service.card import load_card
-    from service.engine import OUTPUTS, load_engine
-    from service.routing import load_tracer
+    from service.engine.card import load_card
+    from service.engine.local import OUTPUTS, load_engine
+    from service.engine.routing_inspector import load_tracer
 
     card = load_card(weights)
     tracer = load_tracer(weights, card)

@@ -49,8 +49,8 @@ def uploads() -> dict[str, bytes]:
 
 
 def preprocess_costs(min_seconds: float) -> list[dict]:
-    from service.imaging import load_pixels, open_image
-    from service.preprocess import WORK_SIDE, drawing_to_mnist, to_mnist
+    from service.inputs.images import load_pixels, open_image
+    from service.inputs.preprocess import WORK_SIDE, drawing_to_mnist, to_mnist
 
     def as_photo(data: bytes) -> np.ndarray:
         return to_mnist(*load_pixels(open_image(data, 16_000_000), WORK_SIDE))
@@ -71,8 +71,8 @@ def preprocess_costs(min_seconds: float) -> list[dict]:
 
 def counterfactual_costs(weights: Path, min_seconds: float) -> list[dict]:
     """The network alone against the network plus the decoder on all ten capsules (what Engine.predict runs)."""
-    from service.card import load_card
-    from service.engine import load_engine
+    from service.engine.card import load_card
+    from service.engine.local import load_engine
 
     card = load_card(weights)
     rows = []

@@ -426,7 +426,7 @@ def render(results_dir: Path) -> str:
             _table(["batch", "ms a call", "images/s"], [[r["batch"], r["ms_per_call"], r["images_per_s"]] for r in two["in_process"]]),
             "",
             f"`/predict?model=multimnist`, a 144x144 PNG of two overlapping test digits (multipart), {two['duration_s']} s a row; the "
-            "two-digit network is not batched (one call at a time, service/pairs.py):",
+            "two-digit network is not batched (one call at a time, service/engine/two_digit.py):",
             "",
             _table(
                 ["clients", "req/s", "p50 ms", "p99 ms", "errors"],

@@ -36,7 +36,7 @@ DEFINITION = (
 
 
 def recon_error(images: np.ndarray, recon: np.ndarray) -> np.ndarray:
-    """images [N,S,S], recon [N,K,S,S] -> [N,K], as DEFINITION states (the service computes it in service/engine.py)."""
+    """images [N,S,S], recon [N,K,S,S] -> [N,K], as DEFINITION states (the service computes it in service/engine/local.py)."""
     ink = np.maximum(np.square(images).sum((-2, -1)), 1.0)
     return np.square(recon - images[:, None]).sum((-2, -1)) / ink[:, None]
 

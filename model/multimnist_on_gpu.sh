@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# MultiMNIST training in one call of a lent GPU machine (the device tool), its best weights brought back in parts.
+# MultiMNIST training for a fixed time on a machine with a GPU, its best weights packed to travel back in small parts.
 #
-# A lent machine gives 15 minutes in all, 10 a call, and returns at most 8 files of 16 MiB from $OUT; it starts bare
-# and its python3 holds PyTorch. So the run is timed, not counted: --budget-minutes refits the epochs and the rate's
-# decay to the time left after every epoch, and the best weights (45 MB) come back as parts that
-# `python -m model.checkpoint_parts unpack` joins and checks. MNIST travels in .device-data/mnist (ignored by git;
-# the device call names it in `carry`). README, "Two digits at once", says the whole procedure.
+# Such a machine may be had for minutes, return only a few small files from $OUT, and start bare (a python3 with
+# PyTorch). So the run is timed, not counted: --budget-minutes refits the epochs and the rate's decay to the time left
+# after every epoch, and the best weights (45 MB) come back as parts of 15 MiB that `python -m model.checkpoint_parts
+# unpack` joins and checks. It goes on from weights/multimnist.onnx when that is committed. MNIST is read from
+# .device-data/mnist (ignored by git) unless DATA says otherwise; docs/training.md has the whole procedure.
 #
 #   bash model/multimnist_on_gpu.sh [trainer options...]     env: OUT (required), MINUTES (8), DATA, DEVICE, PYTHON
 set -euo pipefail

@@ -189,7 +189,7 @@ def fit_schedule(epoch_seconds: float, seconds_left: float, lr_now: float, lr_fi
     `lr_now` (the next epoch's) to `lr_final` (the last one's): a budgeted run anneals fully whatever speed it meets."""
     more = max(0, int(seconds_left // epoch_seconds))
     gamma = (lr_final / lr_now) ** (1.0 / (more - 1)) if more > 1 else 1.0
-    return more, gamma
+    return more, min(gamma, 1.0)  # a run already below lr_final (resumed from an annealed one) holds its rate, never raises it
 
 
 class Budget:
@@ -246,8 +246,12 @@ def train(args: argparse.Namespace) -> dict:
         sched.gamma = args.lr_decay
         if ema is not None:
             ema.model.load_state_dict(model.state_dict())
-        log.info("resumed the export %s at epoch %d (%d pairs seen), Adam afresh at %.2e", args.resume, state["epoch"],
-                 state["pairs_seen"], opt.param_groups[0]["lr"])  # fmt: skip
+        # the card's figure is onnxruntime's on all 10,000 test pairs; what this run's epochs are compared with is the same
+        # weights scored on this run's own evaluation pairs
+        state["best_acc"] = evaluate_pairs(model, evaluation)["both_right"]
+        log.info("resumed the export %s at epoch %d (%d pairs seen, both right %.4f on %d pairs), Adam afresh at %.2e",
+                 args.resume, state["epoch"], state["pairs_seen"], state["best_acc"], len(evaluation.labels),
+                 opt.param_groups[0]["lr"])  # fmt: skip
     elif args.resume:
         ckpt = torch.load(args.resume, map_location="cpu", weights_only=False)
         model.load_state_dict(ckpt["model"])

@@ -1,6 +1,6 @@
 """`python -m service`: one uvicorn worker (scale with replicas: each worker holds its own model copy).
 
-uvicorn closes idle keep-alive connections and the service refuses a body that arrives too slowly (service.body), but
+uvicorn closes idle keep-alive connections and the service refuses a body that arrives too slowly (service.http.body), but
 uvicorn has no timeout for a request's headers: facing strangers, run it behind deploy/edge/haproxy.cfg, as
 docker-compose.yml and deploy/kserve do."""
 

@@ -14,23 +14,23 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from service import cores
-from service.batcher import Batcher, EngineUnavailable
-from service.card import WeightsError, load_card, verify_files
-from service.engine import load_engine
-from service.errors import install_handlers
-from service.inference import InferenceEngine
+from service.engine import cores
+from service.engine.batcher import Batcher
+from service.engine.card import WeightsError, load_card, verify_files
+from service.engine.local import load_engine
+from service.engine.protocol import InferenceEngine
+from service.engine.remote import connect_engine
+from service.engine.routing_inspector import load_tracer
+from service.engine.two_digit import MAX_AT_ONCE, PairEngine, load_pairs
+from service.errors import EngineUnavailable, install_handlers
+from service.http.middleware import EdgeMiddleware
+from service.inputs.mnist_test_set import TestDigits
+from service.inputs.uploads import DecodePool
 from service.metrics import Metrics
-from service.middleware import EdgeMiddleware
-from service.pairs import MAX_AT_ONCE, PairEngine, TestDigits, load_pairs
-from service.remote import connect_engine
-from service.routers import decode, dimensions, oip, ops, page, predict
-from service.routers import pairs as pair_sample
+from service.routers import capsule_decoder, dimensions, oip, ops, page, predict, two_digit
 from service.routers.dimensions import load_atlas
-from service.routing import load_tracer
 from service.settings import Settings, get_settings
 from service.state import AppState
-from service.uploads import DecodePool
 
 log = logging.getLogger("capsnet.app")
 
@@ -131,8 +131,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.templates = Jinja2Templates(directory=str(settings.templates_dir))
     install_handlers(app)
     app.include_router(predict.router)
-    app.include_router(pair_sample.router)
-    app.include_router(decode.router)
+    app.include_router(two_digit.router)
+    app.include_router(capsule_decoder.router)
     app.include_router(dimensions.router)
     app.include_router(ops.router)
     app.include_router(oip.router)

@@ -1,4 +1,6 @@
-"""Every failure a client can cause, as a JSON 4xx with a message that says what to change.
+"""Every failure a request can meet, in one place, with the status it is answered with: what a client can cause (a JSON
+4xx with a message that says what to change) and what the service cannot do now (503 with Retry-After, or a 500 with
+an id to quote).
 
 Body: {"error": "<code>", "detail": "<message>"}; validation errors add "errors": [{loc, msg, type}].
 """
@@ -15,10 +17,25 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
-from service.batcher import EngineUnavailable, InferenceFailed, Overloaded
-
 log = logging.getLogger("capsnet.errors")
 T = TypeVar("T")
+
+
+class Overloaded(Exception):
+    """The queue in front of the model is full, or a request waited longer than its limit."""
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class EngineUnavailable(Overloaded):
+    """The remote engine (CAPSNET_ENGINE_URL) cannot be reached, timed out, or answered 5xx: a 503 with Retry-After,
+    since the request itself was fine and may succeed once the engine is back (service/engine/remote.py)."""
+
+
+class InferenceFailed(Exception):
+    """The model raised on a batch; every request in it gets a 500 with this id."""
 
 
 class ClientError(Exception):
@@ -51,6 +68,18 @@ class BadInput(ClientError):
 
 class BadJSON(ClientError):
     status, code = 400, "bad_json"
+
+
+class NoRouting(ClientError):
+    status, code = 404, "not_found"
+
+
+class NotReady(ClientError):
+    status, code = 503, "not_ready"
+
+
+class NotServed(ClientError):
+    status, code = 404, "model_not_served"
 
 
 class RequestTimeout(ClientError):

@@ -2,11 +2,10 @@
 
 A request's time by phase, as KServe's model server reports it (request_preprocess_seconds, request_predict_seconds,
 request_postprocess_seconds), with the wait for a batch apart: where a request's time goes is on /metrics, not only in
-benchmarks. Each phase has one home: `PhaseTimer`, which the routes that run the model hold."""
+benchmarks. The phases are run and observed in one place, service/phases.py."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -28,13 +27,14 @@ ABANDON_PHASES = ("body", "preprocess", "queue", "predict", "postprocess")
 
 
 class Progress:
-    """The phase one request is in: EdgeMiddleware makes one per request, PhaseTimer and the batcher move it on, and
+    """The phase one request is in: EdgeMiddleware makes one per request, run_phases and the batcher move it on, and
     when the client goes away the phase it had reached labels `capsnet_requests_abandoned_total`."""
 
-    __slots__ = ("phase",)
+    __slots__ = ("gone", "phase")
 
     def __init__(self) -> None:
         self.phase = "body"
+        self.gone = False  # its client went away before the answer started
 
 
 PROGRESS: ContextVar[Progress] = ContextVar("capsnet_progress")
@@ -48,7 +48,7 @@ def progress() -> Progress:
 class Metrics:
     def __init__(self) -> None:
         # Requests between arrival and answer (EdgeMiddleware), those of them whose body is still arriving
-        # (service.body.read_limited), and the rest: what the service has work for. Changed on the event loop only;
+        # (service.http.body.read_limited), and the rest: what the service has work for. Changed on the event loop only;
         # `working` is its own count so that the batcher's thread reads it whole, in one read.
         self.in_flight = 0
         self.receiving = 0
@@ -121,32 +121,3 @@ class Metrics:
     def observe_batch(self, size: int, busy: bool) -> None:
         self.batch_size.observe(size)
         self.batches.labels("busy" if busy else "alone").inc()
-
-
-class PhaseTimer:
-    """One request's phases, observed under its endpoint as each ends. `parsed_s`: the body's parse, done before the
-    route ran (service.body), counted into preprocess."""
-
-    def __init__(self, metrics: Metrics, endpoint: str, parsed_s: float = 0.0) -> None:
-        self._phases, self._endpoint = metrics.phases, endpoint
-        self._mark, self._carry = time.perf_counter(), parsed_s
-        self._progress = progress()
-        self._progress.phase = "preprocess"
-
-    def _observe(self, phase: str, seconds: float) -> None:
-        self._phases[phase].labels(self._endpoint).observe(seconds)
-
-    def preprocessed(self) -> None:
-        now = time.perf_counter()
-        self._observe("preprocess", self._carry + now - self._mark)
-        self._mark = now
-        self._progress.phase = "queue"
-
-    def inferred(self, queue_s: float, model_s: float) -> None:
-        self._observe("queue", queue_s)
-        self._observe("predict", model_s)
-        self._mark = time.perf_counter()
-        self._progress.phase = "postprocess"
-
-    def postprocessed(self) -> None:
-        self._observe("postprocess", time.perf_counter() - self._mark)

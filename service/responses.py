@@ -8,8 +8,11 @@ import numpy as np
 import orjson
 from fastapi.responses import JSONResponse
 
+from service.engine.card import DigitRule
+from service.engine.routing_inspector import Tracer
+from service.engine.two_digit import PairEngine
 from service.errors import Invalid
-from service.imaging import encode_png
+from service.inputs.images import encode_png
 
 DECIMALS = 5
 
@@ -56,3 +59,54 @@ def picture(pixels: np.ndarray, with_pixels: bool = False) -> dict[str, Any]:
 
 def rounded(x: np.ndarray) -> np.ndarray:
     return np.round(x.astype(np.float32), DECIMALS)
+
+
+def pair_answer(
+    engine: PairEngine, out: dict[str, np.ndarray], image: np.ndarray, blank_rule: DigitRule, with_pixels: bool = False
+) -> dict[str, Any]:
+    """One input's answer: the digits found (two, one, or none: never a second digit the capsules do not back), the two
+    longest capsules' redrawings, and what the network saw. `image` [1,S,S]; blank as the MNIST card's rule says."""
+    lengths = out["lengths"][0]
+    ranked = [int(k) for k in np.argsort(-lengths, kind="stable")[:2]]
+    blank = float(image.sum()) < blank_rule.blank_ink_below
+    second = float(lengths[ranked[1]]) >= engine.card.second_digit.second_min_length
+    found = [] if blank else ranked[: 2 if second else 1]
+    card = engine.card
+    return {
+        "predictions": found,
+        "ranked": ranked,
+        "lengths": rounded(lengths),
+        "poses": rounded(out["poses"][0]),
+        "reconstructions": [picture(out["reconstructions"][0, k, 0], with_pixels) for k in range(2)],
+        "input": picture(image[0], with_pixels),
+        "blank": blank,
+        "model": {"name": card.name, "version": card.version, "provider": engine.provider},
+    }
+
+
+def routing_answer(tracer: Tracer, trace: dict[str, np.ndarray], i: int, capsule_type: int | None) -> dict[str, Any]:
+    """Item i of a trace as the API returns it: per iteration the lengths and the 6x6 maps per digit, of the mean over
+    the 32 capsule types or of one type (channel of PrimaryCaps), with their ranges so a legend can say them."""
+    c, g, k = tracer.card.primary_channels, tracer.card.primary_grid, tracer.card.num_classes
+
+    def grids(x: np.ndarray) -> np.ndarray:  # [R,10,1152] -> [R,10,6,6]; i = channel*36 + row*6 + col
+        x = x.reshape(tracer.iterations, k, c, g, g)
+        return x.mean(2) if capsule_type is None else x[:, :, capsule_type]
+
+    coupling, agreement = grids(trace["coupling"][i]), grids(trace["agreement"][i])
+    return {
+        "trained": tracer.trained,
+        "capsule_type": "mean" if capsule_type is None else capsule_type,
+        "uniform_coupling": 1.0 / k,
+        "iterations": [
+            {
+                "iteration": r + 1,
+                "lengths": rounded(trace["lengths"][i, r]),
+                "coupling_grid": rounded(coupling[r]),
+                "agreement_grid": rounded(agreement[r]),
+                "coupling_range": [float(coupling[r].min()), float(coupling[r].max())],
+                "agreement_range": [float(agreement[r].min()), float(agreement[r].max())],
+            }
+            for r in range(tracer.iterations)
+        ],
+    }

@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     engine_url: str | None = Field(
         None,
         description="base URL of an Open Inference Protocol server (Triton, KServe, another instance of this service) that runs "
-        "both models instead of this process, e.g. http://triton:8000 (service/remote.py)",
+        "both models instead of this process, e.g. http://triton:8000 (service/engine/remote.py)",
     )
     engine_timeout_s: float = Field(
         10.0, gt=0, description="with engine_url: connect and network timeout of each call to the engine (then 503 engine_unavailable)"

@@ -16,7 +16,7 @@ from pathlib import Path
 from deploy.triton.config import Serving
 from deploy.triton.repository import plan, write_repository
 from model.cli import log_to_console
-from service.card import load_card
+from service.engine.card import load_card
 from service.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from pathlib import Path
 from deploy.triton.config import Serving, build_config, to_pbtxt
 from deploy.triton.graph import read_signature
 from model import DECODER_FILE, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
-from service.card import ModelCard, PairCard, choose_precision, model_file_for, verify_files
+from service.engine.card import ModelCard, PairCard, choose_precision, model_file_for, verify_files
 
 log = logging.getLogger("capsnet.deploy.triton")
 
@@ -36,7 +36,7 @@ class Model:
 
 def plan(card: ModelCard, precision: str, serving: Serving, decoder_max_batch: int) -> list[Model]:
     """Which file each Triton model serves. The network's precision is chosen as the service chooses it
-    (service.card.choose_precision): auto is FP32 on a GPU instance, INT8 on a CPU one when the card says it met its bars."""
+    (service.engine.card.choose_precision): auto is FP32 on a GPU instance, INT8 on a CPU one when the card says it met its bars."""
     if serving.tensorrt_fp16 and serving.kind != "gpu":
         raise ValueError("the TensorRT accelerator runs on a GPU instance only")
     chosen = choose_precision(card, precision, serving.kind.upper())

@@ -13,10 +13,11 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import Response
 
+from service.deps import ReadyDep
 from service.errors import ClientError
 from service.responses import FastJSON
 from service.schemas import ErrorBody
-from service.state import AppState, ReadyDep
+from service.state import AppState
 
 log = logging.getLogger("capsnet.dimensions")
 router = APIRouter(tags=["decoder"])

@@ -1,5 +1,5 @@
 """The Open Inference Protocol (KServe v2, Triton's HTTP/REST API) for the graphs, `capsnet` and `decoder`, and where the
-card has it, the two-digit network's `multimnist` and `multimnist-decoder` (service/pairs.py).
+card has it, the two-digit network's `multimnist` and `multimnist-decoder` (service/engine/two_digit.py).
 
 Why: a client written for Triton or KServe (tritonclient, KServe's own) talks to this service unchanged, and the same
 client code serves both while the models move to Triton (deploy/triton serves the same two graphs under the same names).
@@ -8,7 +8,7 @@ as Triton runs it. `capsnet` goes through the same batcher as /predict (same bat
 answers only the graph's outputs, not the service's counterfactuals; `decoder` runs in a thread as /reconstruct does.
 
 Besides the core protocol: Triton's model configuration (`.../config`) and statistics (`.../stats`) extensions and the
-binary tensor data extension (service/oip.py). Errors on these routes are the protocol's `{"error": message}` with the
+binary tensor data extension (service/oip/codec.py). Errors on these routes are the protocol's `{"error": message}` with the
 status Triton gives (400 invalid, 404 unknown model or version, 503 loading or overloaded); the rest of the service
 keeps its own error body. A method a path does not take, or a path under /v2 that is none of these, is still answered
 by the service's own 405 and 404.
@@ -22,7 +22,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any
 
-from anyio import to_thread
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -30,14 +29,25 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from model import DECODER_FILE, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
-from service.batcher import Inference, InferenceFailed, Overloaded
-from service.body import off_loop, read_limited
-from service.errors import ClientError
-from service.metrics import PhaseTimer
-from service.oip import HEADER_LENGTH, InferRequest, ModelSpec, OIPError, bad, decompress, encode_response, parse_request, triton_config
-from service.oip_stats import ModelStats, Phases
-from service.pairs import DECODER_NAME as PAIR_DECODER
-from service.pairs import NAME as PAIRS
+from service.deps import StateDep
+from service.engine.batcher import Inference
+from service.engine.two_digit import DECODER_NAME as PAIR_DECODER
+from service.engine.two_digit import NAME as PAIRS
+from service.errors import ClientError, InferenceFailed, Overloaded
+from service.http.body import off_loop, read_limited
+from service.oip.codec import (
+    HEADER_LENGTH,
+    InferRequest,
+    ModelSpec,
+    OIPError,
+    bad,
+    decompress,
+    encode_response,
+    parse_request,
+    triton_config,
+)
+from service.oip.stats import ModelStats, Phases
+from service.phases import run_phases
 from service.schemas import (
     InferenceRequest,
     InferenceResponse,
@@ -47,7 +57,8 @@ from service.schemas import (
     ServerMetadata,
     TritonModelConfig,
 )
-from service.state import AppState, StateDep
+from service.state import AppState
+from service.threads import in_thread
 
 log = logging.getLogger("capsnet.oip")
 
@@ -161,15 +172,13 @@ async def _run_decoder(state: AppState, req: InferRequest) -> Inference:
     if digits.min() < 0 or digits.max() >= k:  # the graph would silently decode an all-zero mask
         raise bad(f"input 'digit': values must be digit capsules 0-{k - 1}")
     start = time.perf_counter()
-    recon = await to_thread.run_sync(state.engine.reconstruct, digits, req.inputs["pose"])
+    recon = await in_thread(state.engine.reconstruct, digits, req.inputs["pose"])
     return Inference({"reconstruction": recon}, 0.0, time.perf_counter() - start)
 
 
 async def _run_pairs(state: AppState, req: InferRequest) -> Inference:
     assert state.pairs is not None  # _model said so
-    start = time.perf_counter()
-    out = await state.pairs.predict(req.inputs["image"])
-    return Inference(out, 0.0, time.perf_counter() - start)
+    return await state.pairs.predict(req.inputs["image"])
 
 
 async def _run_pair_decoder(state: AppState, req: InferRequest) -> Inference:
@@ -262,17 +271,17 @@ def _model_stats(request: Request, name: str, version: str) -> JSONResponse:
 async def _infer(request: Request, state: AppState, name: str, version: str) -> Response:
     model = _model(state, name, version)
     stats = _stats(request)[name]
-    start = time.perf_counter_ns()
+    start = time.perf_counter()
     try:
-        response, batch, phases = await _serve(request, state, model, start)
+        response, batch, phases = await _serve(request, state, model)
     except Exception:
-        stats.failed(time.perf_counter_ns() - start)
+        stats.failed(int((time.perf_counter() - start) * 1e9))
         raise
     stats.succeeded(batch, phases)
     return response
 
 
-async def _serve(request: Request, state: AppState, model: ModelSpec, start: int) -> tuple[Response, int, Phases]:
+async def _serve(request: Request, state: AppState, model: ModelSpec) -> tuple[Response, int, Phases]:
     """Read and check the tensors, run the model, encode what was asked for; with the time each phase took."""
     s = state.settings
     encoding, header_length = request.headers.get("content-encoding"), request.headers.get(HEADER_LENGTH)
@@ -280,23 +289,21 @@ async def _serve(request: Request, state: AppState, model: ModelSpec, start: int
     def parse(data: bytes) -> InferRequest:
         return parse_request(model, decompress(data, encoding, s.max_body_bytes), header_length, s.max_json_values)
 
-    data = await read_limited(request, s)
-    timer = PhaseTimer(state.metrics, f"/v2/models/{model.name}/infer")
-    req = await off_loop(state, parse, data)
-    timer.preprocessed()
-    read = time.perf_counter_ns()
-    inference = await RUN[model.name](state, req)
-    timer.inferred(inference.queue_s, inference.model_s)
-    ran = time.perf_counter_ns()
-    out = inference.out
-    content, header_length = encode_response(model.name, VERSION, req.id, [(t, out[t.name], binary) for t, binary in req.outputs])
-    if header_length is None:
-        response: Response = Response(content, media_type="application/json")
-    else:
-        response = Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(header_length)})
-    timer.postprocessed()
-    model_ns = int(inference.model_s * 1e9)
-    return response, req.batch, Phases(read - start, model_ns, time.perf_counter_ns() - ran, queue_ns=max(ran - read - model_ns, 0))
+    async def preprocess() -> InferRequest:
+        return await off_loop(state, parse, await read_limited(request, s))
+
+    async def encode(req: InferRequest, inference: Inference) -> tuple[Response, int]:
+        out = inference.out
+        content, length = encode_response(model.name, VERSION, req.id, [(t, out[t.name], binary) for t, binary in req.outputs])
+        if length is None:
+            return Response(content, media_type="application/json"), req.batch
+        return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(length)}), req.batch
+
+    timed = await run_phases(state.metrics, f"/v2/models/{model.name}/infer", preprocess(), lambda req: RUN[model.name](state, req), encode)
+    (response, batch), ns = timed.result, 1e9
+    model_ns = int(timed.inference.model_s * ns)
+    queue_ns = max(int(timed.model_wall_s * ns) - model_ns, 0)
+    return response, batch, Phases(int(timed.preprocess_s * ns), model_ns, int(timed.postprocess_s * ns), queue_ns=queue_ns)
 
 
 def _inline(schema: dict[str, Any]) -> dict[str, Any]:

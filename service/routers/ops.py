@@ -7,10 +7,10 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from service.body import MAX_JSON_DEPTH
-from service.oip import ORT_TYPES
+from service.deps import ReadyDep, StateDep
+from service.engine.protocol import ORT_TYPES
+from service.http.body import MAX_JSON_DEPTH
 from service.schemas import ErrorBody, Health, Ready, ServedModel
-from service.state import ReadyDep, StateDep
 
 ONNX_TYPES = {datatype: onnx for onnx, datatype in ORT_TYPES.items()}  # FP32 -> tensor(float), as /model has always named it
 router = APIRouter(tags=["operations"])

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from service.state import ReadyDep
+from service.deps import ReadyDep
 
 router = APIRouter(tags=["page"])
 

@@ -3,26 +3,37 @@ transformed copies of what the network sees."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import numpy as np
-from anyio import to_thread
 from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from model.affine import Affine, warp
-from service.body import MULTIPART, Body, BodyRoute, Upload, off_loop
-from service.errors import Invalid, for_item
-from service.imaging import decode_base64, encode_png
-from service.metrics import PhaseTimer
-from service.multipart import file_parts
-from service.pairs import NAME as PAIRS
-from service.pairs import PairEngine, pair_engine
-from service.pairs import answer as pair_answer
-from service.responses import PIXELS, PIXELS_DOC, PIXELS_PARAM, FastJSON, included, picture, pixels_asked, rounded
-from service.routing import NoRouting
+from service.deps import ReadyDep, Upload, pair_engine
+from service.engine.batcher import Inference
+from service.engine.two_digit import NAME as PAIRS
+from service.engine.two_digit import PairEngine
+from service.errors import Invalid, NoRouting, for_item
+from service.http.body import MULTIPART, Body, BodyRoute, off_loop
+from service.http.multipart import file_parts
+from service.inputs.images import decode_base64, encode_png
+from service.inputs.uploads import to_inputs
+from service.phases import run_phases
+from service.responses import (
+    PIXELS,
+    PIXELS_DOC,
+    PIXELS_PARAM,
+    FastJSON,
+    included,
+    pair_answer,
+    picture,
+    pixels_asked,
+    rounded,
+    routing_answer,
+)
 from service.schemas import (
     ERRORS,
     BatchPrediction,
@@ -34,8 +45,8 @@ from service.schemas import (
     Probe,
     ProbeJSON,
 )
-from service.state import AppState, ReadyDep
-from service.uploads import to_inputs
+from service.state import AppState
+from service.threads import in_thread
 
 router = APIRouter(tags=["predict"], route_class=BodyRoute)
 M = TypeVar("M", bound=BaseModel)
@@ -75,7 +86,7 @@ def _pixel_array(nested: list, state: AppState, what: str, ndim: int, size: int 
 
 
 def _validated(document: Any, model: type[M]) -> M:
-    """The JSON body (parsed once, by service.body) as `model`; its errors are a 422 as FastAPI reports a body's."""
+    """The JSON body (parsed once, by service.http.body) as `model`; its errors are a 422 as FastAPI reports a body's."""
     try:
         return model.model_validate(document)
     except ValidationError as e:
@@ -137,7 +148,7 @@ def _result(
         r["coupling_grid"] = rounded(c.reshape(card.primary_channels, g, g, card.num_classes).mean(0).transpose(2, 0, 1))
     if routing is not None:
         assert state.routing is not None
-        r["routing"] = state.routing.describe(routing[0], i, routing[1])
+        r["routing"] = routing_answer(state.routing, routing[0], i, routing[1])
     return r
 
 
@@ -159,7 +170,7 @@ async def _trace(
     if "routing" not in extras:
         return None
     assert state.routing is not None
-    return await to_thread.run_sync(state.routing.trace, out["primary"]), capsule_type
+    return await in_thread(state.routing.trace, out["primary"]), capsule_type
 
 
 PREDICT_ERRORS = {**ERRORS, 404: {"model": ErrorBody, "description": "include=routing, but this model has no routing trace"}}
@@ -240,15 +251,12 @@ async def _predict_pair(request: Request, body: Body, state: AppState, pairs: Pa
         with_pixels = pixels_asked(request.query_params.get("include"))
     except Invalid as e:
         raise Invalid(f"{e}: the other extras are for model=capsnet") from e
-    timer = PhaseTimer(state.metrics, f"/predict?model={PAIRS}", body.parse_s)
-    images = await _pair_images(body, state, pairs)
-    timer.preprocessed()
-    start = time.perf_counter()
-    out = await pairs.predict(images)
-    timer.inferred(0.0, time.perf_counter() - start)
-    response = FastJSON(pair_answer(pairs, out, images[0], state.card.digit_rule, with_pixels))
-    timer.postprocessed()
-    return response
+
+    async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
+        return FastJSON(pair_answer(pairs, inference.out, images[0], state.card.digit_rule, with_pixels))
+
+    preprocess = _pair_images(body, state, pairs)
+    return (await run_phases(state.metrics, f"/predict?model={PAIRS}", preprocess, pairs.predict, answer, body.parse_s)).result
 
 
 @router.post(
@@ -270,17 +278,17 @@ async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     each digit the capsules find and redraws each from its own capsule."""
     if (pairs := pair_engine(request, state)) is not None:
         return await _predict_pair(request, body, state, pairs)
-    timer = PhaseTimer(state.metrics, "/predict", body.parse_s)
     extras = included(request.query_params.get("include"), EXTRAS)
     capsule_type = _routing(request, extras, state)
-    images = await _images(body, state, batch=False)
-    timer.preprocessed()
-    inference = await state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
-    timer.inferred(inference.queue_s, inference.model_s)
-    routing = await _trace(inference.out, extras, capsule_type, state)
-    response = FastJSON(_result(inference.out, 0, images[0], state, extras, routing))  # ~0.1 ms: cheaper than a thread hop
-    timer.postprocessed()
-    return response
+
+    def model(images: np.ndarray) -> Awaitable[Inference]:
+        return state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
+
+    async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
+        routing = await _trace(inference.out, extras, capsule_type, state)
+        return FastJSON(_result(inference.out, 0, images[0], state, extras, routing))  # ~0.1 ms: cheaper than a thread hop
+
+    return (await run_phases(state.metrics, "/predict", _images(body, state, batch=False), model, answer, body.parse_s)).result
 
 
 @router.post(
@@ -292,19 +300,19 @@ async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
 )
 async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     """Several `file` parts, `{"images": [...]}` or `{"pixels": [N x 28 x 28]}`, up to the configured maximum (64)."""
-    timer = PhaseTimer(state.metrics, "/predict/batch", body.parse_s)
     extras = included(request.query_params.get("include"), EXTRAS)
     capsule_type = _routing(request, extras, state)
-    images = await _images(body, state, batch=True)
-    timer.preprocessed()
-    inference = await state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
-    timer.inferred(inference.queue_s, inference.model_s)
-    out = inference.out
-    routing = await _trace(out, extras, capsule_type, state)
-    results = await to_thread.run_sync(lambda: [_result(out, i, images[i], state, extras, routing) for i in range(len(images))])
-    response = FastJSON({"results": results})
-    timer.postprocessed()
-    return response
+
+    def model(images: np.ndarray) -> Awaitable[Inference]:
+        return state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
+
+    async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
+        out = inference.out
+        routing = await _trace(out, extras, capsule_type, state)
+        results = await in_thread(lambda: [_result(out, i, images[i], state, extras, routing) for i in range(len(images))])
+        return FastJSON({"results": results})
+
+    return (await run_phases(state.metrics, "/predict/batch", _images(body, state, batch=True), model, answer, body.parse_s)).result
 
 
 @router.post(
@@ -318,35 +326,39 @@ async def probe(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     """The 28x28 input (from `image`, preprocessed as /predict does, or `pixels` as they are) rotated, scaled, sheared and
     shifted by each of up to 64 transforms (model/affine.py), each run through the network: how the lengths, the
     prediction and the poses follow the viewpoint. Equivariance would keep the lengths and move the poses."""
-    timer = PhaseTimer(state.metrics, "/probe", body.parse_s)
     with_pixels = pixels_asked(request.query_params.get("include"))
     req = _validated(body.json, ProbeJSON)  # JSON only: BodyRoute answers 415 to anything else
-    if req.pixels is not None:
-        base = _pixel_array(req.pixels, state, "pixels", 2)
-    else:
-        base = (await _preprocess_all([decode_base64(req.image, state.settings.max_body_bytes)], state))[0, 0]
     transforms = [Affine(**t.model_dump()) for t in req.transforms]
-    images = await to_thread.run_sync(lambda: np.stack([warp(base, t) for t in transforms])[:, None].astype(np.float32))
-    timer.preprocessed()
-    inference = await state.batcher.submit(images, state.settings.request_timeout_s, explain=False)  # lengths and poses only
-    timer.inferred(inference.queue_s, inference.model_s)
-    out = inference.out
 
-    def answer() -> dict[str, Any]:
-        return {
-            "input": picture(base, with_pixels),
-            "results": [
-                {
-                    "transform": t.model_dump(),
-                    "prediction": int(out["lengths"][i].argmax()),
-                    "lengths": rounded(out["lengths"][i]),
-                    "poses": rounded(out["poses"][i]),
-                    "input": encode_png(images[i, 0]),
-                }
-                for i, t in enumerate(req.transforms)
-            ],
-        }
+    async def preprocess() -> tuple[np.ndarray, np.ndarray]:
+        if req.pixels is not None:
+            base = _pixel_array(req.pixels, state, "pixels", 2)
+        else:
+            base = (await _preprocess_all([decode_base64(req.image, state.settings.max_body_bytes)], state))[0, 0]
+        images = await in_thread(lambda: np.stack([warp(base, t) for t in transforms])[:, None].astype(np.float32))
+        return base, images
 
-    response = FastJSON(await to_thread.run_sync(answer))
-    timer.postprocessed()
-    return response
+    def model(inputs: tuple[np.ndarray, np.ndarray]) -> Awaitable[Inference]:
+        return state.batcher.submit(inputs[1], state.settings.request_timeout_s, explain=False)  # lengths and poses only
+
+    async def answer(inputs: tuple[np.ndarray, np.ndarray], inference: Inference) -> FastJSON:
+        (base, images), out = inputs, inference.out
+
+        def encode() -> dict[str, Any]:
+            return {
+                "input": picture(base, with_pixels),
+                "results": [
+                    {
+                        "transform": t.model_dump(),
+                        "prediction": int(out["lengths"][i].argmax()),
+                        "lengths": rounded(out["lengths"][i]),
+                        "poses": rounded(out["poses"][i]),
+                        "input": encode_png(images[i, 0]),
+                    }
+                    for i, t in enumerate(req.transforms)
+                ],
+            }
+
+        return FastJSON(await in_thread(encode))
+
+    return (await run_phases(state.metrics, "/probe", preprocess(), model, answer, body.parse_s)).result

@@ -7,8 +7,8 @@ import json
 import numpy as np
 
 from model.calibrate import DEFINITION, features, flagged, recon_error
-from service.card import load_card
-from service.engine import load_engine
+from service.engine.card import load_card
+from service.engine.local import load_engine
 from tests.conftest import WEIGHTS
 
 

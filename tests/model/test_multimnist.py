@@ -217,6 +217,7 @@ def test_a_budget_fits_the_epochs_and_anneals_to_the_final_rate() -> None:
     assert more == 9 and 1e-3 * gamma ** (more - 1) == pytest.approx(1e-5)
     assert fit_schedule(10.0, 9.0, 1e-3, 1e-5) == (0, 1.0), "no time for another epoch: none"
     assert fit_schedule(10.0, 15.0, 1e-3, 1e-5) == (1, 1.0), "one more: at the rate it has"
+    assert fit_schedule(10.0, 95.0, 1e-5, 2e-5) == (9, 1.0), "resumed below the final rate: held, never raised"
 
 
 class SecondsPerCall:

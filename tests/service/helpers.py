@@ -35,7 +35,8 @@ def capsnet_spec(max_batch: int = 32):
     """The capsnet graph's signature as the service reads it, from the committed weights (for the parser tests)."""
     import onnxruntime as ort
 
-    from service.oip import ModelSpec, TensorSpec
+    from service.engine.protocol import TensorSpec
+    from service.oip.codec import ModelSpec
     from tests.conftest import WEIGHTS
 
     session = ort.InferenceSession(str(WEIGHTS / "capsnet.onnx"), providers=["CPUExecutionProvider"])

@@ -24,11 +24,11 @@ import orjson
 import pytest
 from PIL import Image
 
-from service.body import parse_json
 from service.errors import ClientError
-from service.imaging import decode_base64, open_image
-from service.multipart import boundary_of, file_parts
-from service.oip import ModelSpec, OIPError, parse_request
+from service.http.body import parse_json
+from service.http.multipart import boundary_of, file_parts
+from service.inputs.images import decode_base64, open_image
+from service.oip.codec import ModelSpec, OIPError, parse_request
 from service.settings import Settings
 from tests.service import helpers
 

@@ -1,7 +1,7 @@
 """Real input through the real app: photos of handwriting, non-digits, blank paper, and MNIST as uploaded PNGs.
 
 The sets are generated (tests/service/realworld.py) from fixed seeds, so each figure is the same on every run; the
-measured figures are in the issue's closing note and the README. Each test prints its figure in its message."""
+measured figures are in docs/preprocessing.md. Each test prints its figure in its message."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from service.app import create_app
-from service.body import MAX_JSON_DEPTH
+from service.http.body import MAX_JSON_DEPTH
 from service.settings import Settings
 from tests.service.helpers import b64, stroke_digit_one
 

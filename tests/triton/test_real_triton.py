@@ -131,7 +131,7 @@ def test_errors_are_protocol_errors(client):
 def test_the_front_runs_its_models_on_real_triton(tritonserver):
     """CAPSNET_ENGINE_URL pointed at this tritonserver: the service's own /predict and /reconstruct run there and
     answer as the in-process engine does."""
-    from tests.service.test_remote import _digit_png
+    from tests.service.engine.test_remote import _digit_png
 
     local = Server({"CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_WARMUP_RUNS": "1", "CAPSNET_PRECISION": "fp32"}).wait_ready()
     front = Server({"CAPSNET_ENGINE_URL": f"http://{tritonserver}", "CAPSNET_WARMUP_RUNS": "1"}).wait_ready(timeout=120)

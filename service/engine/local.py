@@ -1,0 +1,262 @@
+"""onnxruntime sessions for capsnet.onnx and decoder.onnx, on CUDA when there is one, else the CPU."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from model import DECODER_FILE, FP32_FILE
+from service.engine import cores
+from service.engine.card import ModelCard, WeightsError, choose_precision, model_file_for
+from service.engine.protocol import Signature, TensorSpec
+
+log = logging.getLogger("capsnet.engine")
+
+PROVIDER_NAMES = {"cuda": "CUDAExecutionProvider", "cpu": "CPUExecutionProvider"}
+# EXHAUSTIVE cuDNN search would make the first request (and every new batch shape) slow; HEURISTIC does not.
+CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC", "do_copy_in_default_stream": "1"}
+# What every answer reads; and what only some ask for, fetched for a batch when one of its requests does (a remote
+# engine sends 83 KB of them an image, against 3.8 KB of the rest): `coupling` for ?include=coupling[_grid] and the
+# protocol, `primary`, the 1152 primary capsules, which the routing inspector (service/engine/routing_inspector.py) routes again
+BASE_OUTPUTS = ("lengths", "poses", "reconstruction")
+EXTRA_OUTPUTS = frozenset({"coupling", "primary"})
+OUTPUTS = (*BASE_OUTPUTS, *sorted(EXTRA_OUTPUTS))
+
+
+def fetched(fetch: frozenset[str]) -> list[str]:
+    """BASE_OUTPUTS, then those of `fetch` the graph has, in a fixed order: a name no graph output carries is ignored
+    here rather than failing the whole batch in onnxruntime (the protocol's router has refused unknown names already)."""
+    return [*BASE_OUTPUTS, *sorted(fetch & EXTRA_OUTPUTS)]
+
+
+def recon_error(images: np.ndarray, recon: np.ndarray) -> np.ndarray:
+    """images [N,S,S], recon [N,K,S,S] -> [N,K]: sum of squared differences over the input's own sum of squares
+    (floored at 1, a few pixels of ink), so the figure means the same for a thin 1 and a bold 8: 0 is a perfect
+    redraw, 1 as far off as an empty image. model/calibrate.py states the same definition in the model card."""
+    ink = np.maximum(np.square(images).sum((-2, -1)), 1.0)
+    return np.square(recon - images[:, None]).sum((-2, -1)) / ink[:, None]
+
+
+def counterfactuals(
+    reconstruct: Callable[[np.ndarray, np.ndarray], np.ndarray], out: dict[str, np.ndarray], images: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The decoder (`reconstruct`: digits [M], poses [M,16] -> [M,1,S,S]) on every digit capsule's own pose, in one call
+    per batch, and how far each redraw is from the input: images [N,10,S,S] and errors [N,10]. The winner's redraw is
+    the graph's own `reconstruction` (the same decoder on the same pose, bit for bit), so the decoder runs the other nine.
+
+    Why: a digit the network has really seen is redrawn well by its capsule and badly by the others; an input no
+    capsule can redraw is not a digit (the paper's Figure 3; Frosst, Sabour & Hinton's DARCCC). What the decoder
+    runs per image cost: BENCHMARKS.md, Real input."""
+    poses = out["poses"]
+    n, k, _ = poses.shape
+    rows = np.arange(n)
+    winners = out["lengths"].argmax(1)
+    others = np.ones((n, k), bool)
+    others[rows, winners] = False
+    recon = np.empty((n, k, *images.shape[-2:]), np.float32)
+    if n:
+        digits = np.broadcast_to(np.arange(k, dtype=np.int64), (n, k))[others]
+        recon[others] = reconstruct(digits, poses[others])[:, 0]
+    recon[rows, winners] = out["reconstruction"][:, 0]
+    return recon, recon_error(images[:, 0], recon)
+
+
+def explained(
+    reconstruct: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    out: dict[str, np.ndarray],
+    images: np.ndarray,
+    explain: np.ndarray | None,
+) -> dict[str, np.ndarray]:
+    """The graph's outputs with `counterfactuals` and `recon_errors` added for the rows `explain` marks (None: all):
+    /predict reads them for every image, the protocol's `capsnet` and /probe never, and a batch can hold both kinds.
+    Rows not explained hold zeros."""
+    if explain is None or explain.all():
+        out["counterfactuals"], out["recon_errors"] = counterfactuals(reconstruct, out, images)
+        return out
+    n, k, s = len(images), out["lengths"].shape[1], images.shape[-1]
+    out["counterfactuals"], out["recon_errors"] = np.zeros((n, k, s, s), np.float32), np.zeros((n, k), np.float32)
+    if explain.any():
+        part = {name: out[name][explain] for name in ("poses", "lengths", "reconstruction")}
+        out["counterfactuals"][explain], out["recon_errors"][explain] = counterfactuals(reconstruct, part, images[explain])
+    return out
+
+
+def device_of(provider: str) -> str:
+    """The device an execution provider runs on, "GPU" or "CPU", as card.choose_precision takes it."""
+    return "GPU" if provider == "CUDAExecutionProvider" else "CPU"
+
+
+def choose_providers(preference: str, available: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """Map 'cuda,cpu' onto what this onnxruntime build offers; say clearly when CUDA is asked for but absent."""
+    available = available if available is not None else ort.get_available_providers()
+    chosen: list[tuple[str, dict[str, Any]]] = []
+    for key in [p.strip().lower() for p in preference.split(",") if p.strip()]:
+        name = PROVIDER_NAMES.get(key)
+        if name is None:
+            raise ValueError(f"unknown execution provider {key!r}; use a list of: {', '.join(PROVIDER_NAMES)}")
+        if name not in available:
+            log.warning("%s requested but this onnxruntime offers only %s; falling back", name, available)
+            continue
+        chosen.append((name, CUDA_OPTIONS if key == "cuda" else {}))
+    if not any(n == "CPUExecutionProvider" for n, _ in chosen):
+        chosen.append(("CPUExecutionProvider", {}))
+    return chosen
+
+
+@dataclass
+class Engine:
+    capsnet: ort.InferenceSession
+    decoder: ort.InferenceSession
+    card: ModelCard
+    model_file: str = FP32_FILE
+    precision: str = "fp32"  # of the convolutions in model_file, as chosen (card.choose_precision), not read off the file name
+    capsnet_busy: ort.InferenceSession | None = None  # fewer threads, for batches run while other requests are in flight
+    _signatures: dict[str, Signature] | None = field(default=None, repr=False)
+
+    @property
+    def provider(self) -> str:
+        """The provider that runs the convolutions: the first one the session actually took."""
+        return self.capsnet.get_providers()[0]
+
+    @property
+    def device(self) -> str:
+        return device_of(self.provider)
+
+    @property
+    def session_providers(self) -> list[str]:
+        return self.capsnet.get_providers()
+
+    @property
+    def busy_session(self) -> bool:
+        return self.capsnet_busy is not None
+
+    def signatures(self) -> dict[str, Signature]:
+        """Read off the sessions once (16 us each, and /v2 asks on every request)."""
+        if self._signatures is None:
+            self._signatures = {
+                name: (tuple(map(TensorSpec.of, s.get_inputs())), tuple(map(TensorSpec.of, s.get_outputs())))
+                for name, s in (("capsnet", self.capsnet), ("decoder", self.decoder))
+            }
+        return self._signatures
+
+    async def check_ready(self) -> bool:
+        return True  # the sessions are in this process: loaded and warm before the app says ready
+
+    def batch_workers(self, ms_per_image: float | None) -> int:
+        if self.capsnet_busy is None:  # one session (a GPU, or threads alone == threads busy): one batch at a time
+            return 1
+        return cores.batches_in_flight(ms_per_image, len(os.sched_getaffinity(0)))
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "local"}
+
+    def predict(
+        self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, fetch: frozenset[str] = EXTRA_OUTPUTS
+    ) -> dict[str, np.ndarray]:
+        """images float32 [N,1,S,S] -> the graph's BASE_OUTPUTS and those of EXTRA_OUTPUTS in `fetch` (all of them unless
+        told), and the counterfactuals of the rows `explain` marks (None: all).
+
+        `busy`: other requests are in flight, so the event loop needs a core too; the session with fewer threads runs
+        the batch (service/engine/cores.py says why)."""
+        session = self.capsnet_busy if busy and self.capsnet_busy is not None else self.capsnet
+        names = fetched(fetch)
+        out = dict(zip(names, session.run(names, {"image": images})))
+        return explained(self.reconstruct, out, images, explain)
+
+    def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:
+        """digits int64 [N], poses float32 [N,16] -> [N,1,S,S]."""
+        return self.decoder.run(["reconstruction"], {"digit": digits, "pose": poses})[0]
+
+    def warm_up(self, runs: int) -> float | None:
+        """Run the first (slow) calls before /readyz says yes: both batch shapes the batcher uses most, on each
+        session. Returns the fastest ms per image of a batch of 8 on the busy session (None without runs or
+        without a busy session)."""
+        s = self.card.image_size
+        best: float | None = None
+        for _ in range(runs):
+            for n in (1, 8):
+                self.predict(np.zeros((n, 1, s, s), np.float32))
+                if self.capsnet_busy is None:
+                    continue
+                t0 = time.perf_counter()  # timed as most batches run: without the outputs only some requests want
+                self.predict(np.zeros((n, 1, s, s), np.float32), busy=True, fetch=frozenset())
+                if n == 8:
+                    ms = (time.perf_counter() - t0) * 1000.0 / n
+                    best = ms if best is None else min(best, ms)
+            self.reconstruct(np.zeros(1, np.int64), np.zeros((1, self.card.digit_dim), np.float32))
+        return best
+
+
+def placed_providers(names: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The providers a session landed on, each with the options this module gives it: for more sessions on that device."""
+    return [(n, CUDA_OPTIONS if n == PROVIDER_NAMES["cuda"] else {}) for n in names]
+
+
+def open_session(path: Path, providers: list[tuple[str, dict[str, Any]]], threads: int) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Idle onnxruntime threads spin by default, burning the cores that the event loop, image decoding
+    # and response encoding need between batches: measured here, spinning cost /predict a third of its throughput.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    try:
+        return ort.InferenceSession(str(path), opts, providers=providers)
+    except Exception as e:  # onnxruntime raises its own exception types for corrupt files
+        raise WeightsError(f"{path}: onnxruntime cannot load it: {e}") from e
+
+
+def load_engine(
+    weights_dir: Path, card: ModelCard, provider_preference: str, threads: int, precision: str = "fp32", busy_threads: int = 0
+) -> Engine:
+    """`precision`: auto, fp32 or int8 (card.choose_precision), resolved for the device the providers put the model on;
+    `threads` for a lone batch (0: onnxruntime's default, one per physical core); `busy_threads` (0: the same)
+    for batches run while other requests wait, on a second session of the same file (on the CPU only)."""
+    providers = choose_providers(provider_preference)
+    wanted = providers[0][0]
+    chosen = choose_precision(card, precision, device_of(wanted))
+    model_file = model_file_for(card, chosen)
+    capsnet = open_session(weights_dir / model_file, providers, threads)
+    placed = capsnet.get_providers()[0]
+    if placed != wanted:
+        log.warning("asked for %s, but onnxruntime placed the model on %s (its error above says why)", wanted, placed)
+        # the remaining sessions go straight to where this one landed: onnxruntime would try, fail and print its
+        # error again for each (seen in the GPU image run without CUDA: four times)
+        providers = [p for p in providers if p[0] == placed] or providers
+        # onnxruntime-gpu offers CUDA even where libcudart or the driver is missing, then runs on the CPU: there auto
+        # means the CPU's choice, not the GPU's
+        again = choose_precision(card, precision, device_of(placed))
+        if again != chosen:
+            log.warning("precision auto on %s: serving %s rather than %s", device_of(placed), again, chosen)
+            chosen, model_file = again, model_file_for(card, again)
+            capsnet = open_session(weights_dir / model_file, providers, threads)
+    engine = Engine(
+        capsnet=capsnet,
+        decoder=open_session(weights_dir / DECODER_FILE, providers, threads),
+        card=card,
+        model_file=model_file,
+        precision=chosen,
+    )
+    if busy_threads and busy_threads != threads and engine.provider == "CPUExecutionProvider":
+        engine.capsnet_busy = open_session(weights_dir / model_file, providers, busy_threads)
+    log.info(
+        "model %s %s (%s, %s) on %s (session providers %s); intra-op threads %s alone, %s under load",
+        card.name,
+        card.version,
+        model_file,
+        engine.precision,
+        engine.provider,
+        engine.capsnet.get_providers(),
+        threads or "one per core",
+        busy_threads if engine.capsnet_busy is not None else "the same",
+    )
+    return engine

@@ -1,0 +1,1 @@
+"""The Open Inference Protocol (KServe v2, Triton) apart from the REST API: tensors in and out, and statistics."""

@@ -1,0 +1,26 @@
+"""The one way a request's blocking work leaves the event loop: a worker thread, bounded by a limiter where the work
+must be (the two-digit network's MAX_AT_ONCE), anyio's default of 40 threads otherwise.
+
+Why not anyio's `to_thread.run_sync` alone: a request whose client has gone is cancelled (service/http/middleware.py),
+and a cancelled `run_sync` returns at once while its thread goes on, giving back the limiter's token as it leaves. A
+storm of clients giving up would then run more work at once than the limit allows. Here the waiting side stays until
+the thread has finished, so the token is held as long as the work runs, and only then is the cancellation passed on."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TypeVar
+
+from anyio import CapacityLimiter, to_thread
+
+T = TypeVar("T")
+
+
+async def in_thread(fn: Callable[..., T], *args: object, limiter: CapacityLimiter | None = None) -> T:
+    work = asyncio.ensure_future(to_thread.run_sync(fn, *args, limiter=limiter))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await asyncio.wait([work])  # a thread cannot be stopped: its place is held until it ends
+        raise

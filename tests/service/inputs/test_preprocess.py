@@ -1,0 +1,173 @@
+"""Uploads are made to look like MNIST: bright ink on black, fit to 20x20, centred by mass."""
+
+from __future__ import annotations
+
+import io
+
+import cv2
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from PIL import Image
+
+from service.inputs.preprocess import centre_of_mass, find_digit, fit_and_centre, flatten_alpha, to_mnist, uniform_paper
+from tests.service import realworld
+
+
+def test_centre_of_mass_is_row_then_column():
+    img = np.zeros((10, 20))
+    img[2, 15] = 1.0
+    assert centre_of_mass(img) == (2.0, 15.0)
+
+
+def test_dark_ink_on_white_paper_becomes_bright_on_black():
+    img = np.ones((50, 40))
+    img[10:40, 18:22] = 0.0
+    out = to_mnist(img)
+    assert out[0, 0] == 0.0 and out.max() == pytest.approx(1.0, abs=0.05)
+
+
+def test_light_ink_on_dark_is_kept():
+    img = np.zeros((50, 40))
+    img[10:40, 18:22] = 1.0
+    a, b = to_mnist(img), to_mnist(1.0 - img)
+    assert np.allclose(a, b, atol=1e-6)
+
+
+def test_transparent_canvas_with_black_ink():
+    rgb = np.zeros((100, 100, 3))
+    alpha = np.zeros((100, 100))
+    alpha[20:80, 45:55] = 1.0  # black stroke on transparency: looks blank if alpha is dropped
+    out = to_mnist(rgb, alpha)
+    assert out.sum() > 10
+
+
+def test_transparent_canvas_with_white_ink():
+    rgb = np.ones((100, 100, 3))
+    alpha = np.zeros((100, 100))
+    alpha[20:80, 45:55] = 1.0
+    assert to_mnist(rgb, alpha).sum() > 10
+
+
+def test_flatten_alpha_picks_a_contrasting_background():
+    dark = flatten_alpha(np.zeros((4, 4, 3)), np.eye(4))
+    assert dark[0, 1].tolist() == [1.0, 1.0, 1.0] and dark[0, 0].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_fits_20x20_keeping_aspect_ratio_and_centres_by_mass():
+    img = np.zeros((200, 100))
+    img[:, :] = 1.0  # a 2:1 tall block
+    out = fit_and_centre(img)
+    rows, cols = np.nonzero(out > 0.5)
+    assert rows.max() - rows.min() + 1 == 20
+    assert cols.max() - cols.min() + 1 == 10
+    cy, cx = centre_of_mass(out)
+    assert abs(cy - 13.5) <= 0.5 and abs(cx - 13.5) <= 0.5
+
+
+def test_offset_and_scale_do_not_matter():
+    small = np.zeros((28, 28))
+    small[2:9, 3:5] = 1.0  # a small "1" in the corner
+    big = np.zeros((300, 300))
+    big[150:290, 200:240] = 1.0  # the same shape, large, elsewhere
+    a, b = to_mnist(small), to_mnist(big)
+    assert np.abs(a - b).mean() < 0.05
+
+
+def test_blank_image_gives_blank_input():
+    for img in (np.zeros((28, 28)), np.ones((10, 7)), np.full((5, 5, 3), 0.5)):
+        out = to_mnist(img)
+        assert out.shape == (28, 28) and not out.any()
+
+
+def test_faint_ink_on_grey_paper_is_scaled_to_full_strength():
+    img = np.full((30, 30), 0.8)
+    img[10:20, 10:20] = 0.3  # grey ink on light grey paper
+    out = find_digit(img)
+    assert out.max() == pytest.approx(1.0) and out[0, 0] == 0.0
+
+
+def _shaded_paper(h: int = 400, w: int = 600, seed: int = 0) -> np.ndarray:
+    """Paper lit from one side (60% darker at the far edge) with grain: brighter in one corner than ink is in another."""
+    rng = np.random.default_rng(seed)
+    light = np.linspace(1.0, 0.4, w)[None, :] * np.ones((h, 1))
+    return np.clip(0.9 * light + rng.normal(0, 0.03, (h, w)), 0, 1)
+
+
+def test_uneven_light_and_grain_are_not_ink():
+    assert not to_mnist(_shaded_paper()).any()
+
+
+def test_a_small_digit_on_shaded_paper_is_found_and_fills_the_box():
+    img = _shaded_paper()
+    img[250:330, 470:480] *= 0.35  # a small "1" in the dark corner
+    out = to_mnist(img)
+    rows, cols = np.nonzero(out > 0.5)
+    assert rows.max() - rows.min() + 1 >= 18  # scaled up to the 20 px box, not a dot in a grey frame
+    assert cols.max() - cols.min() + 1 <= 6
+
+
+def test_ruled_lines_and_specks_are_dropped():
+    img = np.ones((300, 400))
+    img[::30, :] = 0.7  # ruled lines across the sheet
+    img[40, 30] = img[260, 350] = 0.0  # specks
+    img[100:200, 195:205] = 0.0  # the digit, crossing three lines
+    out = to_mnist(img)
+    rows, cols = np.nonzero(out > 0.5)
+    assert rows.max() - rows.min() + 1 >= 18 and cols.max() - cols.min() + 1 <= 6
+
+
+def test_a_filled_blob_drawn_on_the_canvas_stays_filled():
+    """A 6 whose loop is drawn as one filled blob: on a page canvas the paper is one exact level, so the blob is ink through
+    and through (an estimate of uneven light took the blob for a shadow and hollowed it to a ring)."""
+    img = np.ones((280, 280), np.float32)
+    cv2.line(img, (170, 40), (110, 170), 0.0, 18)
+    cv2.circle(img, (135, 195), 45, 0.0, -1)
+    out = to_mnist(img)
+    solid = cv2.erode((out >= 0.9).astype(np.uint8), np.ones((4, 4), np.uint8))
+    assert solid.any(), "the blob came out hollow"
+
+
+def test_only_a_canvas_or_clean_scan_counts_as_uniform_paper():
+    rng = np.random.default_rng(3)
+    canvas = np.zeros((280, 280), np.float32)
+    canvas[60:220, 130:150] = 1.0
+    assert uniform_paper(canvas) and uniform_paper(1.0 - canvas)
+    for _ in range(5):  # photographed paper: grain, noise and light are never one level
+        _, data = realworld.blank(rng, "paper")
+        grey = np.asarray(Image.open(io.BytesIO(data)).convert("L"), np.float32) / 255.0
+        assert not uniform_paper(grey)
+
+
+def test_a_two_stroke_digit_is_kept_whole():
+    img = np.ones((200, 200))
+    img[50:150, 90:100] = 0.0  # the stem of a 4 ...
+    img[90:100, 40:85] = 0.0  # ... and its arm, not touching it
+    out = to_mnist(img)
+    assert (out[:, :10] > 0.3).any() or (out[:, 18:] > 0.3).any() or np.count_nonzero(out > 0.5) > 60
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arrays(
+        np.float64,
+        st.tuples(st.integers(1, 64), st.integers(1, 64)),
+        elements=st.floats(-2, 3) | st.sampled_from([np.nan, np.inf, -np.inf]),
+    )
+)
+def test_any_grey_array_gives_a_valid_input(arr):
+    out = to_mnist(arr)
+    assert out.shape == (28, 28) and out.dtype == np.float32
+    assert np.isfinite(out).all() and out.min() >= 0.0 and out.max() <= 1.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    arrays(np.float32, st.tuples(st.integers(1, 40), st.integers(1, 40), st.just(3)), elements=st.floats(0, 1, width=32)), st.floats(0, 1)
+)
+def test_any_colour_array_with_alpha_gives_a_valid_input(arr, a):
+    alpha = np.full(arr.shape[:2], a, dtype=np.float32)
+    out = to_mnist(arr, alpha)
+    assert out.shape == (28, 28) and np.isfinite(out).all() and out.min() >= 0.0 and out.max() <= 1.0

@@ -1,0 +1,265 @@
+"""The two-digit network beside the MNIST one (service/engine/two_digit.py): `/predict?model=multimnist`, its decoder through
+`/reconstruct` and `/perturb`, and the Open Inference Protocol's `multimnist` and `multimnist-decoder`, on the real app.
+Pairs are made as the paper makes them, from MNIST's test digits. The weights are `pair_weights` (tests/conftest.py): the
+committed ones once their card has the two-digit network, an untrained export until then; what needs the trained
+network (reading the digits right) runs on the committed one only."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from model import MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
+from model.data import load_tensors
+from model.multimnist import fixed_test_pairs, place
+from tests.conftest import MNIST, WEIGHTS, committed_pairs
+from tests.service.helpers import png_pixels
+
+PAIRS = 20
+trained = pytest.mark.skipif(
+    not committed_pairs(), reason="the committed card has no two-digit network yet (make train-multimnist export-multimnist)"
+)
+
+
+@pytest.fixture(scope="module")
+def client(pair_weights):
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    with TestClient(create_app(Settings(weights_dir=pair_weights, intra_op_threads=1, warmup_runs=1))) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def mnist_test():
+    if not MNIST.is_dir():
+        pytest.skip(f"MNIST is not at {MNIST}")
+    _, _, x, y = load_tensors(MNIST, limit=1)
+    return x, y
+
+
+def upload(pixels: np.ndarray, scale: int = 4, dark_on_light: bool = True) -> bytes:
+    """A 36x36 composite as a person's picture of it: bigger, and dark ink on light paper unless told."""
+    grey = (pixels * 255).astype(np.uint8)
+    im = Image.fromarray(255 - grey if dark_on_light else grey).resize((36 * scale, 36 * scale), Image.BICUBIC)
+    buf = io.BytesIO()
+    im.save(buf, "PNG")
+    return buf.getvalue()
+
+
+def predict_pair(client, data: bytes) -> dict:
+    r = client.post("/predict?model=multimnist&include=pixels", files={"file": ("pair.png", data, "image/png")})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@trained
+def test_uploaded_pairs_name_both_digits(client, mnist_test) -> None:
+    """Pictures of test pairs, dark on light and light on dark, four times the size: both digits named."""
+    pairs = fixed_test_pairs(*mnist_test, PAIRS)
+    right = 0
+    for i in range(PAIRS):
+        body = predict_pair(client, upload(pairs.image[i, 0].numpy(), dark_on_light=i % 2 == 0))
+        right += set(body["predictions"]) == set(pairs.labels[i].tolist())
+        assert len(body["reconstructions"]) == 2 and np.array(body["reconstructions"][0]["pixels"]).shape == (36, 36)
+        assert body["ranked"][: len(body["predictions"])] == body["predictions"] and body["blank"] is False
+    assert right >= PAIRS * 0.8, f"{right} of {PAIRS} pairs read right"
+
+
+@trained
+def test_each_reconstruction_is_nearer_its_own_digit(client, mnist_test) -> None:
+    """The paper's Figure 5: the overlap pulled apart, each redrawing closer to its own digit than to the other."""
+    pairs = fixed_test_pairs(*mnist_test, PAIRS)
+    nearer = total = 0
+    for i in range(PAIRS):
+        body = client.post("/predict?model=multimnist&include=pixels", json={"pixels": pairs.image[i, 0].numpy().round(4).tolist()}).json()
+        if set(body["ranked"]) != set(pairs.labels[i].tolist()):
+            continue
+        for k, digit in enumerate(body["ranked"]):
+            own = int((pairs.labels[i] == digit).nonzero()[0, 0])
+            rec = np.array(body["reconstructions"][k]["pixels"])
+            d = pairs.digits[i, :, 0].numpy()
+            nearer += ((rec - d[own]) ** 2).sum() < ((rec - d[1 - own]) ** 2).sum()
+            total += 1
+    assert total >= PAIRS and nearer >= 0.9 * total, f"{nearer} of {total}"
+
+
+def test_uploads_are_answered_with_two_capsules_and_their_redrawings(client, mnist_test) -> None:
+    """Whatever the weights: a picture of a pair, dark on light or light on dark, gives the two longest capsules, each one's
+    36x36 redrawing, what the network saw, and at most those two digits named."""
+    pairs = fixed_test_pairs(*mnist_test, 4)
+    for i in range(4):
+        body = predict_pair(client, upload(pairs.image[i, 0].numpy(), dark_on_light=i % 2 == 0))
+        lengths = np.array(body["lengths"])
+        assert body["ranked"] == list(np.argsort(-lengths, kind="stable")[:2]) and body["blank"] is False
+        assert body["predictions"] == body["ranked"][: len(body["predictions"])] and len(body["predictions"]) >= 1
+        assert [np.array(r["pixels"]).shape for r in body["reconstructions"]] == [(36, 36), (36, 36)]
+        seen = np.array(body["input"]["pixels"])
+        assert seen.shape == (36, 36) and seen.max() > 0.9 and seen[:2].max() < 0.05, "both digits on the canvas, its border clear"
+
+
+def test_a_blank_names_no_digit(client) -> None:
+    blank = client.post("/predict?model=multimnist", json={"pixels": np.zeros((36, 36)).tolist()}).json()
+    assert blank["predictions"] == [] and blank["blank"] is True
+    empty = predict_pair(client, upload(np.zeros((36, 36), np.float32)))
+    assert empty["predictions"] == [] and empty["blank"] is True
+
+
+@trained
+def test_a_lone_digit_is_one_digit(client, mnist_test) -> None:
+    x, y = mnist_test
+    singles = place(x[:PAIRS], torch.Generator().manual_seed(5))
+    answered = [predict_pair(client, upload(singles[i, 0].numpy()))["predictions"] for i in range(PAIRS)]
+    alone = sum(a == [int(y[i])] for i, a in enumerate(answered))
+    assert alone >= PAIRS * 0.7, f"{alone} of {PAIRS} lone digits answered as that digit alone: {answered}"
+
+
+def test_bad_requests_say_what_to_change(client) -> None:
+    r = client.post("/predict?model=multimnist", json={"pixels": np.zeros((28, 28)).tolist()})
+    assert r.status_code == 422 and "36 rows of 36" in r.json()["detail"]
+    r = client.post("/predict?model=mnist2", json={"pixels": np.zeros((28, 28)).tolist()})
+    assert r.status_code == 422 and "choose capsnet or multimnist" in r.json()["detail"]
+    r = client.post("/predict?model=multimnist&include=routing", json={"pixels": np.zeros((36, 36)).tolist()})
+    assert r.status_code == 422 and "model=capsnet" in r.json()["detail"]
+
+
+def test_its_decoder_draws_36x36_for_the_sliders_and_figure_4(client, mnist_test) -> None:
+    pairs = fixed_test_pairs(*mnist_test, 1)
+    body = client.post("/predict?model=multimnist&include=pixels", json={"pixels": pairs.image[0, 0].numpy().round(4).tolist()}).json()
+    d = body["ranked"][1]
+    r = client.post("/reconstruct?model=multimnist&include=pixels", json={"digit": d, "pose": body["poses"][d]})
+    assert r.status_code == 200
+    again = np.array(r.json()["reconstruction"]["pixels"])
+    assert again.shape == (36, 36) and np.abs(again - np.array(body["reconstructions"][1]["pixels"])).max() < 1e-3
+    grid = client.post("/perturb?model=multimnist", json={"digit": d, "pose": body["poses"][d]}).json()["grid"]
+    assert grid["tile"] == 36 and png_pixels(grid["png"]).shape == (16 * 36, 11 * 36)
+
+
+def test_open_inference_protocol_serves_both_graphs(client) -> None:
+    meta = client.get("/v2/models/multimnist").json()
+    assert [o["shape"] for o in meta["outputs"]] == [[-1, 10], [-1, 10, 16], [-1, 2, 1, 36, 36]]
+    x = np.zeros((2, 1, 36, 36), np.float32)
+    body = {"inputs": [{"name": "image", "datatype": "FP32", "shape": [2, 1, 36, 36], "data": x.ravel().tolist()}]}
+    out = {o["name"]: o for o in client.post("/v2/models/multimnist/infer", json=body).json()["outputs"]}
+    assert out["reconstructions"]["shape"] == [2, 2, 1, 36, 36]
+    bad = {
+        "inputs": [
+            {"name": "digit", "datatype": "INT64", "shape": [1], "data": [10]},
+            {"name": "pose", "datatype": "FP32", "shape": [1, 16], "data": [0.0] * 16},
+        ]
+    }
+    r = client.post("/v2/models/multimnist-decoder/infer", json=bad)
+    assert r.status_code == 400 and "0-9" in r.json()["error"]
+    names = [m["name"] for m in client.get("/v2/models/stats").json()["model_stats"]]
+    assert names == ["capsnet", "decoder", "multimnist", "multimnist-decoder"]
+
+
+def test_weights_without_the_pair_network_serve_mnist_and_say_so(tmp_path) -> None:
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    weights = tmp_path / "weights"
+    shutil.copytree(WEIGHTS, weights, ignore=shutil.ignore_patterns(MULTIMNIST_FILE, MULTIMNIST_DECODER_FILE))
+    card = json.loads((weights / "model-card.json").read_text())
+    card.pop("multimnist", None)
+    (weights / "model-card.json").write_text(json.dumps(card))
+    with TestClient(create_app(Settings(weights_dir=weights, intra_op_threads=1, warmup_runs=1))) as c:
+        r = c.post("/predict?model=multimnist", json={"pixels": np.zeros((36, 36)).tolist()})
+        assert r.status_code == 404 and r.json()["error"] == "model_not_served" and "no multimnist entry" in r.json()["detail"]
+        assert c.get("/v2/models/multimnist").status_code == 404
+        assert [m["name"] for m in c.get("/v2/models/stats").json()["model_stats"]] == ["capsnet", "decoder"]
+        assert c.post("/predict", json={"pixels": np.zeros((28, 28)).tolist()}).status_code == 200
+
+
+def test_random_test_pairs_for_the_page(client, mnist_test) -> None:
+    """Two test digits of different classes, each shifted as the paper's pairs are, added and clipped."""
+    x, y = mnist_test
+    seen = set()
+    for _ in range(10):
+        r = client.get("/multimnist/sample")
+        assert r.status_code == 200
+        body = r.json()
+        pixels = np.array(body["pixels"])
+        assert pixels.shape == (36, 36) and pixels.min() >= 0 and pixels.max() <= 1 and pixels.max() > 0.9
+        assert len(set(body["labels"])) == 2
+        seen.add(tuple(body["labels"]))
+        ink = pixels > 0.05
+        rows, cols = np.flatnonzero(ink.any(1)), np.flatnonzero(ink.any(0))
+        assert rows[-1] - rows[0] < 36 - 4 and cols[-1] - cols[0] < 36 - 4, "MNIST digits keep their margins on the canvas"
+    assert len(seen) > 5, "random pairs"
+
+
+def test_no_random_pairs_without_mnist(tmp_path, pair_weights) -> None:
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    with TestClient(create_app(Settings(weights_dir=pair_weights, mnist_dir=tmp_path, intra_op_threads=1, warmup_runs=1))) as c:
+        r = c.get("/multimnist/sample")
+        assert r.status_code == 404 and "CAPSNET_MNIST_DIR" in r.json()["detail"]
+        assert 'id="pair-canvas"' in c.get("/").text and 'id="pair-random"' not in c.get("/").text
+
+
+def test_no_more_two_digit_calls_run_at_once_than_the_limit_whatever_the_route(client) -> None:
+    """/predict, /reconstruct, /perturb and the protocol's two graphs, asked at once from many threads: the two-digit
+    network never runs more calls at once than MAX_AT_ONCE (each call is counted around the real session's run)."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from service.engine.two_digit import MAX_AT_ONCE
+
+    engine = client.app.state.capsnet.pairs
+    running, most, lock = 0, 0, threading.Lock()
+
+    def counted(fn):
+        def call(*args):
+            nonlocal running, most
+            with lock:
+                running += 1
+                most = max(most, running)
+            try:
+                time.sleep(0.01)  # long enough for a second call to overlap, were it let in
+                return fn(*args)
+            finally:
+                with lock:
+                    running -= 1
+
+        return call
+
+    pose = {"digit": 3, "pose": [0.05] * 16}
+    pixels = {"pixels": np.zeros((36, 36)).tolist()}
+    v2_image = {"inputs": [{"name": "image", "shape": [1, 1, 36, 36], "datatype": "FP32", "data": [0.0] * 36 * 36}]}
+    v2_pose = {
+        "inputs": [
+            {"name": "digit", "shape": [1], "datatype": "INT64", "data": [3]},
+            {"name": "pose", "shape": [1, 16], "datatype": "FP32", "data": [0.05] * 16},
+        ]
+    }
+    asks = [
+        ("/predict?model=multimnist", pixels),
+        ("/reconstruct?model=multimnist", pose),
+        ("/perturb?model=multimnist", {**pose, "deltas": [-0.1, 0.0, 0.1]}),
+        ("/v2/models/multimnist/infer", v2_image),
+        ("/v2/models/multimnist-decoder/infer", v2_pose),
+    ] * 6
+    run, reconstruct = engine.run, engine.reconstruct
+    engine.run, engine.reconstruct = counted(run), counted(reconstruct)
+    try:
+        with ThreadPoolExecutor(len(asks)) as pool:
+            statuses = list(pool.map(lambda a: client.post(a[0], json=a[1]).status_code, asks))
+    finally:
+        engine.run, engine.reconstruct = run, reconstruct
+    assert statuses == [200] * len(asks)
+    assert most == MAX_AT_ONCE, f"{most} two-digit calls ran at once, the limit is {MAX_AT_ONCE}"

@@ -1,0 +1,47 @@
+"""A request's blocking work leaves the event loop one way (service/threads.py): a request cancelled because its client
+went away keeps its place under the limiter until its thread has finished."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from anyio import CapacityLimiter
+
+from service.threads import in_thread
+
+
+def test_a_cancelled_call_holds_its_limiter_until_its_thread_ends() -> None:
+    order, lock = [], threading.Lock()
+
+    def work(name: str) -> str:
+        with lock:
+            order.append(f"start {name}")
+        time.sleep(0.2)
+        with lock:
+            order.append(f"end {name}")
+        return name
+
+    async def main() -> str:
+        limiter = CapacityLimiter(1)
+        first = asyncio.ensure_future(in_thread(work, "first", limiter=limiter))
+        await asyncio.sleep(0.05)  # the first is in its thread
+        first.cancel()
+        second = asyncio.ensure_future(in_thread(work, "second", limiter=limiter))
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        return await second
+
+    assert asyncio.run(main()) == "second"
+    assert order == ["start first", "end first", "start second", "end second"], "never two at once under a limit of one"
+
+
+def test_the_answer_and_the_errors_come_back_as_from_the_function() -> None:
+    def fails() -> None:
+        raise ValueError("no")
+
+    assert asyncio.run(in_thread(sum, [1, 2, 3])) == 6
+    with pytest.raises(ValueError, match="no"):
+        asyncio.run(in_thread(fails))
