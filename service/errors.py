@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -111,40 +112,53 @@ def _safe_errors(exc: RequestValidationError) -> list[dict]:
     return [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors()[:20]]
 
 
-def install_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ClientError)
-    async def _client(_: Request, exc: ClientError) -> JSONResponse:
-        return json_error(exc.status, exc.code, exc.detail, headers=exc.headers)
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """How one failure is answered: the REST body uses all of it, the Open Inference Protocol's `{"error": detail}`
+    the status and the detail (service/routers/oip.py)."""
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    status: int
+    code: str
+    detail: str
+    headers: dict[str, str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _retry(exc: Overloaded) -> dict[str, str]:
+    return {"Retry-After": str(exc.retry_after_s)}
+
+
+def classify(exc: Exception, where: str = "") -> Failure:
+    """The one table of what each failure is answered with. Anything not in it is a 500 with an id, logged."""
+    if isinstance(exc, ClientError):
+        return Failure(exc.status, exc.code, exc.detail, exc.headers)
+    if isinstance(exc, RequestValidationError):
         errors = _safe_errors(exc)
         first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
-        where = ".".join(str(p) for p in first["loc"] if p != "body")
-        return json_error(422, "invalid", f"{where}: {first['msg']}" if where else first["msg"], errors=errors)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        at = ".".join(str(p) for p in first["loc"] if p != "body")
+        return Failure(422, "invalid", f"{at}: {first['msg']}" if at else first["msg"], extra={"errors": errors})
+    if isinstance(exc, StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}.get(exc.status_code, "http_error")
-        return json_error(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))
-
-    @app.exception_handler(Overloaded)
-    async def _overloaded(_: Request, exc: Overloaded) -> JSONResponse:
-        return json_error(503, "overloaded", str(exc), headers={"Retry-After": str(exc.retry_after_s)})
-
-    @app.exception_handler(EngineUnavailable)
-    async def _engine(_: Request, exc: EngineUnavailable) -> JSONResponse:
+        return Failure(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
+    if isinstance(exc, EngineUnavailable):  # before Overloaded, which it is
         log.warning("engine unavailable: %s", exc)
-        return json_error(503, "engine_unavailable", str(exc), headers={"Retry-After": str(exc.retry_after_s)})
-
-    @app.exception_handler(InferenceFailed)
-    async def _failed(_: Request, exc: InferenceFailed) -> JSONResponse:
-        ident = uuid.uuid4().hex[:12]
+        return Failure(503, "engine_unavailable", str(exc), _retry(exc))
+    if isinstance(exc, Overloaded):
+        return Failure(503, "overloaded", str(exc), _retry(exc))
+    ident = uuid.uuid4().hex[:12]
+    if isinstance(exc, InferenceFailed):
         log.error("inference failed, id %s: %s", ident, exc)
-        return json_error(500, "inference_failed", f"the model failed on this request; quote id {ident}", id=ident)
+        return Failure(500, "inference_failed", f"the model failed on this request; quote id {ident}", extra={"id": ident})
+    log.error("unexpected error on %s, id %s", where or "a request", ident, exc_info=exc)
+    return Failure(500, "internal", f"unexpected server error; quote id {ident}", extra={"id": ident})
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        ident = uuid.uuid4().hex[:12]
-        log.exception("unexpected error on %s %s, id %s", request.method, request.url.path, ident)
-        return json_error(500, "internal", f"unexpected server error; quote id {ident}", id=ident)
+
+def install_handlers(app: FastAPI) -> None:
+    """Every failure the routes raise, answered as `classify` says."""
+
+    async def answer(request: Request, exc: Exception) -> JSONResponse:
+        f = classify(exc, f"{request.method} {request.url.path}")
+        return json_error(f.status, f.code, f.detail, f.headers, **f.extra)
+
+    for kind in (ClientError, RequestValidationError, StarletteHTTPException, Overloaded, InferenceFailed, Exception):
+        app.add_exception_handler(kind, answer)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from service.engine.batcher import Batcher
 from service.engine.card import ModelCard
 from service.engine.protocol import InferenceEngine
 from service.engine.routing_inspector import Tracer
-from service.engine.two_digit import PairEngine
+from service.engine.two_digit import DECODER_NAME, NAME, PairEngine
 from service.inputs.mnist_test_set import TestDigits
 from service.inputs.uploads import DecodePool
 from service.metrics import Metrics
+from service.oip.stats import ModelStats
 from service.settings import Settings
+
+OIP_MODELS = ("capsnet", "decoder", NAME, DECODER_NAME)  # the last two where the card has the two-digit network
 
 
 @dataclass
@@ -27,6 +30,8 @@ class AppState:
     test_digits: TestDigits | None = None  # MNIST's test set where the server has it: the page's random pairs
     atlas: dict | None = None  # weights/dimensions.json when it was measured on this model (routers/dimensions.py)
     ready: bool = False
+    # the Open Inference Protocol's statistics, counted from what /v2 served (service/routers/oip.py)
+    oip_stats: dict[str, ModelStats] = field(default_factory=lambda: {name: ModelStats() for name in OIP_MODELS})
 
     @property
     def card(self) -> ModelCard:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any
 
@@ -26,14 +25,13 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from model import DECODER_FILE, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
 from service.deps import StateDep
 from service.engine.batcher import Inference
 from service.engine.two_digit import DECODER_NAME as PAIR_DECODER
 from service.engine.two_digit import NAME as PAIRS
-from service.errors import ClientError, InferenceFailed, Overloaded
+from service.errors import ClientError, classify
 from service.http.body import off_loop, read_limited
 from service.oip.codec import (
     HEADER_LENGTH,
@@ -57,17 +55,17 @@ from service.schemas import (
     ServerMetadata,
     TritonModelConfig,
 )
-from service.state import AppState
+from service.state import OIP_MODELS, AppState
 from service.threads import in_thread
 
 log = logging.getLogger("capsnet.oip")
 
 VERSION = "1"  # the one version of each model, as in deploy/triton's repository (capsnet/1, decoder/1)
-MODELS = ("capsnet", "decoder", PAIRS, PAIR_DECODER)  # the last two where the card has the two-digit network
 EXTENSIONS = ["binary_tensor_data", "model_configuration", "statistics"]
 # Documented as the names there are (a generated client, or schemathesis, then sends real ones); not validated as an
 # enum, so that another name is the protocol's 404, not a 422
-ModelName = Annotated[str, Path(description="capsnet, decoder, multimnist or multimnist-decoder", json_schema_extra={"enum": list(MODELS)})]
+_MODEL_DOC = "capsnet, decoder, multimnist or multimnist-decoder"
+ModelName = Annotated[str, Path(description=_MODEL_DOC, json_schema_extra={"enum": list(OIP_MODELS)})]
 ModelVersion = Annotated[str, Path(description=f"the only version, {VERSION}", json_schema_extra={"enum": [VERSION]})]
 
 
@@ -75,24 +73,18 @@ ModelVersion = Annotated[str, Path(description=f"the only version, {VERSION}", j
 
 
 def _classify(exc: Exception) -> tuple[int, str, dict[str, str] | None]:
-    """(status, message, headers) as Triton maps its error kinds: invalid argument 400, not found 404, unavailable 503."""
+    """(status, message, headers) as Triton maps its error kinds: the protocol's own errors as they say, else the
+    service's one table (service/errors.py) with every other client error an invalid argument (400)."""
     if isinstance(exc, OIPError):
         return exc.status, exc.message, exc.headers
-    if isinstance(exc, Overloaded):
-        return 503, str(exc), {"Retry-After": str(exc.retry_after_s)}
-    if isinstance(exc, ClientError):  # the body reader's: too large, bad Content-Length, a client gone; NotReady
-        return (503, exc.detail, exc.headers or {"Retry-After": "1"}) if exc.status == 503 else (400, exc.detail, exc.headers)
-    if isinstance(exc, RequestValidationError):
-        first = (exc.errors() or [{"msg": "invalid request"}])[0]
-        return 400, str(first.get("msg")), None
-    if isinstance(exc, StarletteHTTPException):
-        return exc.status_code, str(exc.detail), getattr(exc, "headers", None)
-    ident = uuid.uuid4().hex[:12]
-    if isinstance(exc, InferenceFailed):
-        log.error("inference failed, id %s: %s", ident, exc)
-        return 500, f"the model failed on this request; quote id {ident}", None
-    log.exception("unexpected error on the Open Inference Protocol, id %s", ident)
-    return 500, f"unexpected server error; quote id {ident}", None
+    f = classify(exc, "the Open Inference Protocol")
+    if f.status == 503:
+        return 503, f.detail, f.headers or {"Retry-After": "1"}
+    if isinstance(exc, RequestValidationError):  # the first field's message alone, as Triton words its errors
+        return 400, f.extra["errors"][0]["msg"] if f.extra["errors"] else "invalid request", None
+    if isinstance(exc, ClientError):  # the body reader's (too large, bad Content-Length, a client gone): an invalid argument
+        return 400, f.detail, f.headers
+    return f.status, f.detail, f.headers
 
 
 class OIPRoute(APIRoute):
@@ -131,7 +123,7 @@ def decoder_max_batch(state: AppState) -> int:
 
 
 def _known(name: str, version: str) -> None:
-    if name not in MODELS:
+    if name not in OIP_MODELS:
         raise OIPError(404, f"Request for unknown model: '{name}' is not found")
     if version not in ("", VERSION):
         raise OIPError(404, f"Request for unknown model: '{name}' version {version} is not found")
@@ -155,11 +147,9 @@ def _model(state: AppState, name: str, version: str) -> ModelSpec:
 
 
 def _stats(request: Request) -> dict[str, ModelStats]:
-    """This app's counters, made on first use (they belong to the app, as its Prometheus registry does)."""
-    stats = getattr(request.app.state, "oip_stats", None)
-    if stats is None:
-        stats = request.app.state.oip_stats = {name: ModelStats() for name in MODELS}
-    return stats
+    """This app's counters (they belong to the app, as its Prometheus registry does), one for each model."""
+    state: AppState = request.app.state.capsnet
+    return state.oip_stats
 
 
 async def _run_capsnet(state: AppState, req: InferRequest) -> Inference:
@@ -237,7 +227,7 @@ async def all_stats(request: Request) -> JSONResponse:
 
 def _served(state: AppState) -> tuple[str, ...]:
     """The models this instance answers for: the two-digit ones only where they were loaded."""
-    return MODELS if state.pairs is not None else MODELS[:2]
+    return OIP_MODELS if state.pairs is not None else OIP_MODELS[:2]
 
 
 # ---- one model: each endpoint with and without the version ----
