@@ -23,6 +23,7 @@ def in_process(weights: Path, min_seconds: float) -> list[dict]:
     from service.engine.card import load_card
     from service.engine.local import OUTPUTS, load_engine
     from service.engine.routing_inspector import load_tracer
+    from service.responses import routing_answer
 
     card = load_card(weights)
     tracer = load_tracer(weights, card)
@@ -44,7 +45,7 @@ def in_process(weights: Path, min_seconds: float) -> list[dict]:
                 primary = engine.capsnet.run(["primary"], {"image": x})[0]
                 trace_s, _ = timed(lambda p=primary: tracer.trace(p), min_seconds)
                 trace = tracer.trace(primary)
-                describe_s, _ = timed(lambda t=trace: tracer.describe(t, 0, None), min_seconds)
+                describe_s, _ = timed(lambda t=trace: routing_answer(tracer, t, 0, None), min_seconds)
                 row |= {"trace_ms": round(trace_s * 1000, 3), "describe_ms": round(describe_s * 1000, 3)}
             rows.append(row)
     return rows

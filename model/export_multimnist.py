@@ -232,7 +232,8 @@ def main(argv: list[str] | None = None) -> None:
         "--min-gain",
         type=float,
         default=MIN_GAIN,
-        help="write only when both digits are read right on this much more of the pairs than the card's entry says (0 with none)",
+        help="write only when both digits are read right on this much more of the pairs than the committed files score on the "
+        "same pairs (none committed: 0)",
     )
     args = p.parse_args(argv)
 

@@ -1,10 +1,11 @@
 """The one way a request's blocking work leaves the event loop: a worker thread, bounded by a limiter where the work
-must be (the two-digit network's MAX_AT_ONCE), anyio's default of 40 threads otherwise.
+must be (the two-digit network's MAX_AT_ONCE), by anyio's default of 40 threads otherwise.
 
 Why not anyio's `to_thread.run_sync` alone: a request whose client has gone is cancelled (service/http/middleware.py),
 and a cancelled `run_sync` returns at once while its thread goes on, giving back the limiter's token as it leaves. A
-storm of clients giving up would then run more work at once than the limit allows. Here the waiting side stays until
-the thread has finished, so the token is held as long as the work runs, and only then is the cancellation passed on."""
+storm of clients giving up would then run more work at once than the limit allows. Here the caller takes the token
+itself, where waiting for it can be cancelled (work never started is never run), and keeps it until the thread has
+finished, and only then passes the cancellation on."""
 
 from __future__ import annotations
 
@@ -18,9 +19,18 @@ T = TypeVar("T")
 
 
 async def in_thread(fn: Callable[..., T], *args: object, limiter: CapacityLimiter | None = None) -> T:
-    work = asyncio.ensure_future(to_thread.run_sync(fn, *args, limiter=limiter))
-    try:
-        return await asyncio.shield(work)
-    except asyncio.CancelledError:
-        await asyncio.wait([work])  # a thread cannot be stopped: its place is held until it ends
-        raise
+    async with limiter or to_thread.current_default_thread_limiter():
+        # the token is held here; the thread's own limiter is a fresh one it never waits on
+        work = asyncio.ensure_future(to_thread.run_sync(fn, *args, limiter=CapacityLimiter(1)))
+        work.add_done_callback(_collect)
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            await asyncio.wait([work])  # a thread cannot be stopped: its place is held until it ends
+            raise
+
+
+def _collect(work: asyncio.Future) -> None:
+    """What a thread raised after its caller was cancelled has nobody to go to: taken here, not logged as unretrieved."""
+    if not work.cancelled():
+        work.exception()

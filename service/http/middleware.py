@@ -95,14 +95,15 @@ class EdgeMiddleware:
         task = asyncio.current_task()
         assert task is not None
         left = asyncio.Event()
-        answering = False
+        answering = cancelled = False
         watcher: asyncio.Task | None = None
 
         async def watch() -> None:
+            nonlocal cancelled
             if (await receive())["type"] == "http.disconnect":
                 left.set()
                 if not answering:
-                    progress.gone = True
+                    progress.gone = cancelled = True
                     task.cancel()
 
         async def app_receive() -> Message:
@@ -134,8 +135,10 @@ class EdgeMiddleware:
         try:
             await self.app(scope, app_receive, app_send)
         except asyncio.CancelledError:
+            if cancelled:
+                task.uncancel()
             # ours, and nobody else's (a server shutting down cancels too): the request ends here, unanswered
-            if not (progress.gone and task.uncancel() == 0):
+            if not progress.gone or task.cancelling() > 0:
                 raise
         finally:
             if watcher is not None:

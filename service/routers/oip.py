@@ -72,12 +72,12 @@ ModelVersion = Annotated[str, Path(description=f"the only version, {VERSION}", j
 # ---- errors: the protocol's body on these routes ----
 
 
-def _classify(exc: Exception) -> tuple[int, str, dict[str, str] | None]:
+def _classify(exc: Exception, where: str) -> tuple[int, str, dict[str, str] | None]:
     """(status, message, headers) as Triton maps its error kinds: the protocol's own errors as they say, else the
     service's one table (service/errors.py) with every other client error an invalid argument (400)."""
     if isinstance(exc, OIPError):
         return exc.status, exc.message, exc.headers
-    f = classify(exc, "the Open Inference Protocol")
+    f = classify(exc, where)
     if f.status == 503:
         return 503, f.detail, f.headers or {"Retry-After": "1"}
     if isinstance(exc, RequestValidationError):  # the first field's message alone, as Triton words its errors
@@ -97,7 +97,7 @@ class OIPRoute(APIRoute):
             try:
                 return await handle(request)
             except Exception as e:
-                status, message, headers = _classify(e)
+                status, message, headers = _classify(e, f"{request.method} {request.url.path}")
                 return JSONResponse({"error": message}, status_code=status, headers=headers)
 
         return answered
@@ -279,8 +279,9 @@ async def _serve(request: Request, state: AppState, model: ModelSpec) -> tuple[R
     def parse(data: bytes) -> InferRequest:
         return parse_request(model, decompress(data, encoding, s.max_body_bytes), header_length, s.max_json_values)
 
-    async def preprocess() -> InferRequest:
-        return await off_loop(state, parse, await read_limited(request, s))
+    read_from = time.perf_counter()
+    data = await read_limited(request, s)  # the body's arrival is the client's time, not preprocessing (as on REST)
+    read_s = time.perf_counter() - read_from
 
     async def encode(req: InferRequest, inference: Inference) -> tuple[Response, int]:
         out = inference.out
@@ -289,11 +290,13 @@ async def _serve(request: Request, state: AppState, model: ModelSpec) -> tuple[R
             return Response(content, media_type="application/json"), req.batch
         return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(length)}), req.batch
 
-    timed = await run_phases(state.metrics, f"/v2/models/{model.name}/infer", preprocess(), lambda req: RUN[model.name](state, req), encode)
+    endpoint = f"/v2/models/{model.name}/infer"
+    timed = await run_phases(state.metrics, endpoint, off_loop(state, parse, data), lambda req: RUN[model.name](state, req), encode)
     (response, batch), ns = timed.result, 1e9
     model_ns = int(timed.inference.model_s * ns)
     queue_ns = max(int(timed.model_wall_s * ns) - model_ns, 0)
-    return response, batch, Phases(int(timed.preprocess_s * ns), model_ns, int(timed.postprocess_s * ns), queue_ns=queue_ns)
+    # Triton's compute_input counts the body's read too
+    return response, batch, Phases(int((read_s + timed.preprocess_s) * ns), model_ns, int(timed.postprocess_s * ns), queue_ns=queue_ns)
 
 
 def _inline(schema: dict[str, Any]) -> dict[str, Any]:

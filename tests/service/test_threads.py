@@ -45,3 +45,28 @@ def test_the_answer_and_the_errors_come_back_as_from_the_function() -> None:
     assert asyncio.run(in_thread(sum, [1, 2, 3])) == 6
     with pytest.raises(ValueError, match="no"):
         asyncio.run(in_thread(fails))
+
+
+def test_a_call_given_up_while_waiting_for_the_limiter_never_runs() -> None:
+    ran = []
+
+    def work(name: str) -> None:
+        time.sleep(0.2)
+        ran.append(name)
+
+    async def main() -> None:
+        limiter = CapacityLimiter(1)
+        first = asyncio.ensure_future(in_thread(work, "first", limiter=limiter))
+        await asyncio.sleep(0.05)
+        waiting = asyncio.ensure_future(in_thread(work, "waiting", limiter=limiter))
+        await asyncio.sleep(0.05)  # waiting for the token
+        t0 = time.perf_counter()
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert time.perf_counter() - t0 < 0.1, "given up at once, not after the first call"
+        await first
+        await asyncio.sleep(0.3)
+
+    asyncio.run(main())
+    assert ran == ["first"]
