@@ -22,7 +22,7 @@ import time
 
 from PIL import Image
 
-from bench.loadgen import LOOPBACK, Result, _read_response, build_request, multipart_png
+from bench.loadgen import LOOPBACK, _read_response, build_request, multipart_png, run_load
 from bench.payloads import digit_pngs
 from bench.server import Server
 
@@ -95,29 +95,6 @@ async def first_good(host: str, port: int, request: bytes, vanished: int = VANIS
     return {"vanished": vanished, "statuses": statuses, "rounds_ms": times, "first_good_ms": sorted(times)[len(times) // 2]}
 
 
-async def steady(host: str, port: int, request: bytes, clients: int, seconds: float, max_requests: int = 5000) -> Result:
-    """`clients` clients asking one after the other on keep-alive connections for `seconds`."""
-    res, deadline = Result(), time.perf_counter() + seconds
-
-    async def client() -> None:
-        reader, writer = await asyncio.open_connection(host, port)
-        try:
-            while time.perf_counter() < deadline and len(res.latencies) < max_requests:
-                t0 = time.perf_counter()
-                writer.write(request)
-                await writer.drain()
-                status, _ = await _read_response(reader)
-                res.latencies.append(time.perf_counter() - t0)
-                res.statuses[status] = res.statuses.get(status, 0) + 1
-        finally:
-            writer.close()
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(clients)))
-    res.seconds = time.perf_counter() - t0
-    return res
-
-
 async def storm(host: str, port: int, request: bytes, seconds: float, mix: dict[str, int] = STORM, seed: int = 0) -> list[asyncio.Task]:
     """The vanishing clients of `mix`, started at random times over `seconds`; returns their tasks."""
     rng = random.Random(seed)
@@ -133,9 +110,10 @@ async def storm(host: str, port: int, request: bytes, seconds: float, mix: dict[
 
 async def _measure_one(host: str, port: int, seconds: float) -> dict:
     request = photo_request(host, port)
-    quiet = (await steady(host, port, request, STEADY, seconds)).summary()
+    url = f"http://{host}:{port}"
+    quiet = (await run_load(url, [request], STEADY, seconds, 5000)).summary()
     tasks = await storm(host, port, request, seconds)
-    stormy = (await steady(host, port, request, STEADY, seconds)).summary()
+    stormy = (await run_load(url, [request], STEADY, seconds, 5000)).summary()
     await asyncio.gather(*tasks)
     await asyncio.sleep(1.0)  # what the storm left queued drains before the next measure
     first = await first_good(host, port, request)

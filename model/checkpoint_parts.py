@@ -1,10 +1,11 @@
-"""A training checkpoint cut into parts small enough to carry back from a lent GPU machine, and put together again.
+"""A training checkpoint cut into parts small enough to carry back from a machine that returns only small files (a GPU
+machine had for a fixed time), and put together again.
 
 `python -m model.checkpoint_parts pack checkpoints/multimnist/best.pt $OUT` keeps what the export reads (the weights
 the checkpoint's score was measured on, and the run's record: epochs, pairs, history, arguments), drops the
 optimiser's state (two more copies of every weight) and writes `<name>.partNN` files of at most `--part-mib` MiB with a
-`<name>.parts.json` manifest that holds their order and the whole's sha256. The device tool brings back at most 8
-files of 16 MiB; the MultiMNIST network's weights alone are 45 MB. `unpack DIR OUT.pt` checks the sha256 and writes a
+`<name>.parts.json` manifest that holds their order and the whole's sha256. Such a machine may return only a few files
+of 16 MiB; the MultiMNIST network's weights alone are 45 MB. `unpack DIR OUT.pt` checks the sha256 and writes a
 checkpoint that `model.export_multimnist --checkpoint` takes, and that `--resume` continues with a fresh optimiser.
 """
 
@@ -24,7 +25,7 @@ from model.train import checkpoint_weights
 
 log = logging.getLogger("capsnet.checkpoint_parts")
 
-PART_MIB = 15  # under the device tool's 16 MiB a file
+PART_MIB = 15  # under a 16 MiB limit on each file brought back
 RECORD = ("config", "args", "epoch", "history", "best_acc", "train_seconds", "pairs_seen")  # what the model card is written from
 
 

@@ -74,7 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         help="train for this long (wall clock, from the start) instead of --epochs: after every epoch the count that still "
         "fits is set from the last three, and the rate decays to --lr-final at the last; a step past the budget ends the run "
-        "(for a lent GPU's fixed time; 0: off)",
+        "(for a GPU machine had for a fixed time; 0: off)",
     )
     p.add_argument("--lr-final", type=float, default=2e-5, help="with --budget-minutes, the rate of the last epoch")
     p.add_argument("--seed", type=int, default=0)

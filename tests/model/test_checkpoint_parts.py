@@ -1,4 +1,4 @@
-"""A checkpoint cut into parts under the device tool's file limit comes back whole, slim, and checked."""
+"""A checkpoint cut into parts under a 16 MiB limit on each file comes back whole, slim, and checked."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""model/multimnist_on_gpu.sh, run as a lent GPU machine would run it but on the CPU: it trains for its budget, and
-what it leaves in $OUT passes the device tool's limits (8 files, 16 MiB each, two folders down) and joins into a
-checkpoint of the network."""
+"""model/multimnist_on_gpu.sh, run as a GPU machine would run it but on the CPU: it trains for its budget, and what it
+leaves in $OUT fits what such a machine returns (8 files, 16 MiB each, two folders down) and joins into a checkpoint
+of the network."""
 
 from __future__ import annotations
 
