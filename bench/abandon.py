@@ -16,15 +16,14 @@ import asyncio
 import io
 import logging
 import random
-import socket
-import struct
 import time
 
 from PIL import Image
 
-from bench.loadgen import LOOPBACK, _read_response, build_request, multipart_png, run_load
-from bench.payloads import digit_pngs
-from bench.server import Server
+from bench.loadgen import _read_response, run_load
+from harness.clients import build_request, multipart_png, vanish
+from harness.payloads import digit_pngs
+from harness.server import Server
 
 log = logging.getLogger("bench.abandon")
 VANISHED = 600  # requests reset after their body before the one ordinary request of `first_good`
@@ -40,33 +39,6 @@ def photo_request(host: str, port: int) -> bytes:
     big.save(buf, "PNG")
     body, ctype = multipart_png(buf.getvalue())
     return build_request(host, port, "/predict", body, ctype)
-
-
-async def vanish(host: str, port: int, request: bytes, how: str, wait_s: float = 0.0) -> None:
-    """One client that leaves without its answer: the whole request (or half of it, `mid_body`) sent, then, after
-    `wait_s`, the connection reset (SO_LINGER 0: an RST, as a killed process's socket), or closed (`closed`: a FIN, as a
-    client that gave up closes its socket)."""
-    if host not in LOOPBACK:
-        raise ValueError(f"only loopback, not {host}")
-    try:
-        reader, writer = await asyncio.open_connection(host, port)
-    except OSError:
-        return
-    try:
-        writer.write(request[: len(request) // 2] if how == "mid_body" else request)
-        await writer.drain()
-        if wait_s:
-            await asyncio.sleep(wait_s)
-    except OSError:
-        pass
-    finally:
-        if how == "closed":
-            writer.close()
-        else:
-            sock = writer.get_extra_info("socket")
-            if sock is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            writer.transport.abort()
 
 
 async def ask(host: str, port: int, request: bytes) -> tuple[int, float]:

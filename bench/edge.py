@@ -1,55 +1,23 @@
 """What the edge costs: /predict (a PNG digit, multipart, the default precision) straight to the service and through
 HAProxy with deploy/edge/haproxy.cfg, at 1 and 16 clients, alternated round by round so a drifting machine shows as
 spread rather than as a difference. Then what an attack costs the clients: /predict through the edge, quiet and while
-slow clients (bench.attack, renewed as the edge cuts them) hold 3,040 connections, alternated the same way. Needs
+slow clients (harness.attack, renewed as the edge cuts them) hold 3,040 connections, alternated the same way. Needs
 Debian's `haproxy`; without it the part reports that and measures nothing."""
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import subprocess
-import time
-from pathlib import Path
 
-import httpx
-
-from bench.attack import LOOPBACK_SOURCES, SlowClients
 from bench.loadgen import load
-from bench.payloads import predict_requests
-from bench.server import REPO, Server, free_port, process_cpu_seconds
+from harness.attack import LOOPBACK_SOURCES, SlowClients
+from harness.edge import haproxy_binary, start_edge
+from harness.payloads import predict_requests
+from harness.server import Server, process_cpu_seconds
 
 log = logging.getLogger("bench.edge")
-CONFIG = REPO / "deploy" / "edge" / "haproxy.cfg"
 CONCURRENCY = (1, 16)
-ATTACK = (1500, 20)  # a process's slowloris connections and trickled bodies (bench.attack)
-
-
-def haproxy_binary() -> str | None:
-    """Debian's haproxy, on the PATH or where the package puts it (/usr/sbin is not on every user's PATH)."""
-    return shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
-
-
-def start_edge(upstream_port: int, limits: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
-    """HAProxy with deploy/edge/haproxy.cfg on a free loopback port in front of the service at `upstream_port`, EDGE_*
-    `limits` over the configuration's defaults; returns once a request through it reaches the service's /readyz. How
-    the bench and tests/edge start it."""
-    binary = haproxy_binary()
-    if binary is None:
-        raise RuntimeError("haproxy is not installed (apt-get install haproxy)")
-    port = free_port()
-    env = {**os.environ, **(limits or {}), "EDGE_BIND": f"127.0.0.1:{port}", "EDGE_UPSTREAM": f"127.0.0.1:{upstream_port}"}
-    proc = subprocess.Popen([binary, "-db", "-f", str(CONFIG)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return proc, port
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("HAProxy did not come up")
+ATTACK = (1500, 20)  # a process's slowloris connections and trickled bodies (harness.attack)
 
 
 def measure(duration_s: float = 8.0, rounds: int = 2, max_requests: int = 20000) -> dict:

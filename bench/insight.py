@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.payloads import digit_pngs, stroke_images
 from bench.realinput import canvas_png
-from bench.server import Server
+from harness.payloads import digit_pngs, stroke_images
+from harness.server import Server
 from model.machine import timed
 
 OUTPUTS_BEFORE = ["lengths", "poses", "reconstruction", "coupling"]

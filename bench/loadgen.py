@@ -1,7 +1,7 @@
 """A small HTTP/1.1 keep-alive load generator on asyncio streams, bounded in count and time.
 
 Why not httpx: on a 2-core machine the client shares the CPU with the server, and a full HTTP
-client spends ~1 ms of CPU a request; sending pre-built request bytes costs a few microseconds.
+client spends ~1 ms of CPU a request; sending pre-built request bytes (harness.clients) costs a few microseconds.
 Only ever pointed at loopback.
 """
 
@@ -14,24 +14,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def build_request(host: str, port: int, path: str, body: bytes, content_type: str) -> bytes:
-    head = (
-        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"
-    )
-    return head.encode() + body
-
-
-def multipart_png(png: bytes, boundary: str = "capsnetbench") -> tuple[bytes, str]:
-    body = (
-        (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="digit.png"\r\nContent-Type: image/png\r\n\r\n').encode()
-        + png
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
-    return body, f"multipart/form-data; boundary={boundary}"
+from harness.clients import LOOPBACK
 
 
 @dataclass

@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from bench.loadgen import build_request, load, multipart_png
+from bench.loadgen import load
 from bench.model import session
-from bench.payloads import MNIST
-from bench.server import REPO, Server
+from harness.clients import build_request, multipart_png
+from harness.payloads import MNIST
+from harness.server import REPO, Server
 from model import MULTIMNIST_FILE
 from model.machine import timed
 

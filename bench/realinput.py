@@ -13,8 +13,8 @@ import httpx
 import numpy as np
 from PIL import Image
 
-from bench.payloads import digit_pngs, stroke_images
-from bench.server import Server
+from harness.payloads import digit_pngs, stroke_images
+from harness.server import Server
 from model.machine import timed
 
 

@@ -343,7 +343,7 @@ def render(results_dir: Path) -> str:
             parts += [
                 "",
                 f"/predict through the edge, quiet and while slow clients hold {a['connections_held']:,} connections (headers "
-                "that never end, bodies trickled at 10 bytes a second; bench/attack.py, from two processes on these same "
+                "that never end, bodies trickled at 10 bytes a second; harness/attack.py, from two processes on these same "
                 f"cores, a connection the server cuts opened again: {a['cut_by_the_server']:,} cut in all), alternated; the "
                 f"CPU seconds each party spent in a row of {edge['duration_s']} s (two cores: at most {2 * edge['duration_s']:g}):",
                 "",
@@ -461,7 +461,7 @@ def render(results_dir: Path) -> str:
             "## The Open Inference Protocol: ours against Triton's front",
             "",
             f"`capsnet`, {oip['model_file']}, one 28x28 image a request as JSON, lengths and poses back as JSON; Triton is "
-            f"nvidia-pytriton's tritonserver, its Python backend running the same file in onnxruntime (bench/tritonserver.py); "
+            f"nvidia-pytriton's tritonserver, its Python backend running the same file in onnxruntime (harness/tritonserver.py); "
             f"{oip['duration_s']} s a row, the two alternated:",
             "",
             _table(

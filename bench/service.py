@@ -8,8 +8,8 @@ from pathlib import Path
 
 from bench.loadgen import load
 from bench.model import images_per_s, model_files, session
-from bench.payloads import predict_requests, reconstruct_requests
-from bench.server import Server
+from harness.payloads import predict_requests, reconstruct_requests
+from harness.server import Server
 
 CONCURRENCY = (1, 4, 16, 64)
 FLOOR_PATH = "/healthz"  # a GET that does nothing: what uvicorn, Starlette and our middleware cost a request

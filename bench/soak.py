@@ -6,8 +6,8 @@ import threading
 import time
 
 from bench.loadgen import load
-from bench.payloads import bad_requests, predict_requests, reconstruct_requests
-from bench.server import Server
+from harness.payloads import bad_requests, predict_requests, reconstruct_requests
+from harness.server import Server
 
 
 def measure(duration_s: float = 60.0, clients: int = 8, env: dict[str, str] | None = None, server: Server | None = None) -> dict:

@@ -1,6 +1,6 @@
 """The Open Inference Protocol, ours against Triton's own HTTP front, on the same model file: `capsnet` (the FP32
 graph, weights/capsnet.onnx) at 1, 4 and 16 clients, the two servers alternated level by level. Triton is
-nvidia-pytriton's tritonserver with its Python backend running that file in onnxruntime (bench/tritonserver.py; the
+nvidia-pytriton's tritonserver with its Python backend running that file in onnxruntime (harness/tritonserver.py; the
 ONNX Runtime backend is not on PyPI); the service runs it in process (CAPSNET_PRECISION=fp32). The same request to
 both: one 28x28 image as JSON, the lengths and poses asked for as JSON. Needs the Triton venv (tests/triton/setup.sh);
 without it the part reports that and measures nothing."""
@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from bench.loadgen import build_request, load
-from bench.server import Server
-from bench.tritonserver import TritonServer, TritonUnavailable
+from bench.loadgen import load
+from harness.clients import build_request
+from harness.server import Server
+from harness.tritonserver import TritonServer, TritonUnavailable
 
 log = logging.getLogger("bench.triton")
 CONCURRENCY = (1, 4, 16)

@@ -1,19 +1,24 @@
 """Every FastAPI dependency of the routes, in one place: the app's state (ready or not), the checked request body, and
-the two-digit network a request's `?model=` names."""
+the query parameters, parsed from their types.
+
+The query parameters are hidden from FastAPI's generated schema: each route documents them in its `openapi_extra`, in the
+form clients already generate code from (tests/service/routers/openapi.json)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
+from pydantic import BeforeValidator
 
 from service.engine.two_digit import NAME, PairEngine
 from service.errors import Invalid, NotReady, NotServed
 from service.http.body import Body, ReadRequest
+from service.responses import EXTRAS, PIXELS, included
 from service.state import AppState
 
 
-# Both dependencies are `async def` on purpose: FastAPI runs a plain `def` dependency in its thread
+# The dependencies are `async def` on purpose: FastAPI runs a plain `def` dependency in its thread
 # pool, and that hop (a queue put, a thread wake-up, a GIL hand-off) cost a quarter of the event
 # loop's time per /predict under 16 clients.
 async def get_state(request: Request) -> AppState:
@@ -39,15 +44,54 @@ async def _checked_body(request: Request) -> Body:
 
 Upload = Annotated[Body, Depends(_checked_body)]
 
+IncludeQuery = Annotated[str | None, Query(alias="include", include_in_schema=False)]
 
-def pair_engine(request: Request, state: AppState) -> PairEngine | None:
-    """The two-digit network when `?model=multimnist` asks for it (None: the MNIST one); 404 when it is not served here."""
-    which = request.query_params.get("model")
-    if which in (None, "capsnet"):
+
+async def _extras(include: IncludeQuery = None) -> set[str]:
+    """?include=a,b: every extra the one-digit network's answers can add."""
+    return included(include, EXTRAS)
+
+
+async def _pixels(include: IncludeQuery = None) -> bool:
+    """?include= on a route whose only extra is `pixels` (/probe, /reconstruct)."""
+    return PIXELS in included(include, {PIXELS})
+
+
+Extras = Annotated[set[str], Depends(_extras)]
+WithPixels = Annotated[bool, Depends(_pixels)]
+
+
+def _type_or_mean(value: object) -> int | None:
+    """?routing_type=: `mean` (None) or a whole number; its range is the card's (service.engine.routing_inspector)."""
+    if value is None or value == "mean":
         return None
-    if which != NAME:
-        raise Invalid(f"model: {which!r} is not a model of this service; choose capsnet or {NAME}")
+    try:
+        return int(str(value))
+    except ValueError:
+        raise ValueError(f"routing_type must be `mean` or a capsule type, got {value!r}") from None
+
+
+RoutingType = Annotated[int | None, BeforeValidator(_type_or_mean), Query(alias="routing_type", include_in_schema=False)]
+
+
+async def _two_digit(
+    state: ReadyDep, model: Annotated[Literal["capsnet", NAME], Query(alias="model", include_in_schema=False)] = "capsnet"
+) -> PairEngine | None:
+    """The two-digit network when `?model=multimnist` asks for it (None: the MNIST one); 404 when it is not served here."""
+    if model == "capsnet":
+        return None
     if state.pairs is None:
         why = "the model card has no multimnist entry" if state.card.multimnist is None else "the models run on a remote engine"
         raise NotServed(f"model {NAME} is not served here ({why})")
     return state.pairs
+
+
+TwoDigit = Annotated[PairEngine | None, Depends(_two_digit)]
+
+
+def capsnet_only(extras: set[str], routing_type: int | None) -> None:
+    """The two-digit network's answers add only `pixels`, and have no routing trace."""
+    if routing_type is not None:
+        raise Invalid(f"routing_type is for model=capsnet, not {NAME}")
+    if other := sorted(extras - {PIXELS}):
+        raise Invalid(f"include: {other} are for model=capsnet; {NAME} adds only {PIXELS}")

@@ -23,6 +23,7 @@ class FastJSON(JSONResponse):
 
 
 PIXELS = "pixels"  # the ?include= value that adds each image's values to its PNG
+EXTRAS = {"coupling", "coupling_grid", "counterfactuals", "routing", PIXELS}  # what ?include= can add to a one-digit answer
 PIXELS_DOC = "`pixels` adds each image's values (rows in [0,1], 5 decimals) beside its PNG"
 PIXELS_PARAM = {
     "name": "include",
@@ -40,11 +41,6 @@ def included(value: str | None, allowed: set[str]) -> set[str]:
     if unknown:
         raise Invalid(f"include: unknown value(s) {sorted(unknown)}; choose from {sorted(allowed)}")
     return parts
-
-
-def pixels_asked(include: str | None) -> bool:
-    """?include= on a route whose only extra is `pixels` (/probe, /reconstruct, the two-digit /predict)."""
-    return PIXELS in included(include, {PIXELS})
 
 
 def picture(pixels: np.ndarray, with_pixels: bool = False) -> dict[str, Any]:

@@ -32,18 +32,14 @@ class Tracer:
         """primary [N,1152,8] -> lengths [N,R,10], coupling and agreement [N,R,10,1152]."""
         return dict(zip(OUTPUTS, self.session.run(list(OUTPUTS), {"primary": primary})))
 
-    def capsule_type(self, value: str | None) -> int | None:
-        """The `routing_type` query parameter: absent or `mean` for the mean over types, else a type 0..31."""
-        if value is None or value == "mean":
+    def capsule_type(self, value: int | None) -> int | None:
+        """The `routing_type` query parameter (service.deps): None for the mean over types, else a type 0..31."""
+        if value is None:
             return None
         n = self.card.primary_channels
-        try:
-            t = int(value)
-        except ValueError:
-            t = -1
-        if not 0 <= t < n:
-            raise Invalid(f"routing_type must be `mean` or a capsule type 0-{n - 1}, got {value!r}")
-        return t
+        if not 0 <= value < n:
+            raise Invalid(f"routing_type must be `mean` or a capsule type 0-{n - 1}, got {value}")
+        return value
 
 
 def load_tracer(weights_dir: Path, card: ModelCard) -> Tracer | None:

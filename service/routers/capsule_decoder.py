@@ -10,13 +10,14 @@ from collections.abc import Callable
 
 import numpy as np
 from anyio import CapacityLimiter
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
-from service.deps import ReadyDep, pair_engine
+from service.deps import ReadyDep, TwoDigit, WithPixels
+from service.engine.two_digit import PairEngine
 from service.errors import Invalid
 from service.http.body import BodyRoute
 from service.inputs.images import encode_png, tile_grid
-from service.responses import PIXELS_PARAM, FastJSON, picture, pixels_asked
+from service.responses import PIXELS_PARAM, FastJSON, picture
 from service.schemas import ERRORS, Perturbation, PerturbRequest, Reconstruction, ReconstructRequest
 from service.state import AppState
 from service.threads import in_thread
@@ -47,10 +48,9 @@ def _pose(digit: int, pose: list[float], state: AppState) -> np.ndarray:
     return arr
 
 
-def _decoder(request: Request, state: AppState) -> tuple[Decoder, int, CapacityLimiter | None]:
+def _decoder(pairs: PairEngine | None, state: AppState) -> tuple[Decoder, int, CapacityLimiter | None]:
     """The decoder `?model=` names, the side of what it draws, and the limiter its thread must hold: the two-digit
     network's, which bounds every call to that network whatever the route (MAX_AT_ONCE), or anyio's default."""
-    pairs = pair_engine(request, state)
     if pairs is not None:
         return pairs.reconstruct, pairs.card.image_size, pairs.limiter
     return state.engine.reconstruct, state.card.image_size, None
@@ -63,10 +63,9 @@ def _decoder(request: Request, state: AppState) -> tuple[Decoder, int, CapacityL
     openapi_extra={"parameters": [MODEL_PARAM, PIXELS_PARAM]},
     summary="Decode one digit capsule's pose into an image",
 )
-async def reconstruct(request: Request, req: ReconstructRequest, state: ReadyDep) -> FastJSON:
+async def reconstruct(req: ReconstructRequest, state: ReadyDep, pairs: TwoDigit, with_pixels: WithPixels) -> FastJSON:
     """The decoder on `pose` placed in capsule `digit` (all other capsules zero), as in training."""
-    decoder, _, limiter = _decoder(request, state)
-    with_pixels = pixels_asked(request.query_params.get("include"))
+    decoder, _, limiter = _decoder(pairs, state)
     pose = _pose(req.digit, req.pose, state)
     img = await in_thread(decoder, np.array([req.digit], np.int64), pose[None], limiter=limiter)
     return FastJSON({"reconstruction": picture(img[0, 0], with_pixels)})
@@ -79,9 +78,9 @@ async def reconstruct(request: Request, req: ReconstructRequest, state: ReadyDep
     openapi_extra={"parameters": [MODEL_PARAM]},
     summary="The paper's Figure 4 for one pose",
 )
-async def perturb(request: Request, req: PerturbRequest, state: ReadyDep) -> FastJSON:
+async def perturb(req: PerturbRequest, state: ReadyDep, pairs: TwoDigit) -> FastJSON:
     """Each of the 16 dimensions in turn shifted by each delta: one row per dimension, one column per delta."""
-    decoder, side, limiter = _decoder(request, state)
+    decoder, side, limiter = _decoder(pairs, state)
     pose = _pose(req.digit, req.pose, state)
     deltas = DEFAULT_DELTAS if req.deltas is None else req.deltas
     limit = state.settings.max_deltas

@@ -7,30 +7,27 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from model.affine import Affine, warp
-from service.deps import ReadyDep, Upload, pair_engine
+from service.deps import Extras, ReadyDep, RoutingType, TwoDigit, Upload, WithPixels, capsnet_only
 from service.engine.batcher import Inference
 from service.engine.two_digit import NAME as PAIRS
 from service.engine.two_digit import PairEngine
-from service.errors import Invalid, NoRouting, for_item
-from service.http.body import MULTIPART, Body, BodyRoute, off_loop
-from service.http.multipart import file_parts
-from service.inputs.images import decode_base64, encode_png
-from service.inputs.uploads import to_inputs
+from service.errors import Invalid, NoRouting
+from service.http.body import MULTIPART, Body, BodyRoute
+from service.inputs.body_to_tensor import body_to_tensor
+from service.inputs.images import encode_png
 from service.phases import run_phases
 from service.responses import (
     PIXELS,
     PIXELS_DOC,
     PIXELS_PARAM,
     FastJSON,
-    included,
     pair_answer,
     picture,
-    pixels_asked,
     rounded,
     routing_answer,
 )
@@ -66,25 +63,6 @@ def _body_spec(json_model: type, multiple: bool | None) -> dict:
     return {"requestBody": {"required": True, "content": content}}
 
 
-async def _preprocess_all(blobs: list[bytes], state: AppState, drawn: bool = False) -> np.ndarray:
-    s, card = state.settings, state.card
-    return await to_inputs(blobs, state.decode_pool, s.max_image_pixels, s.inline_decode_pixels, card.image_size, card.digit_box, drawn)
-
-
-def _pixel_array(nested: list, state: AppState, what: str, ndim: int, size: int | None = None) -> np.ndarray:
-    """Nested lists -> float32 [..., S, S] (S: `size`, else the MNIST network's); ragged or mis-sized input is a 422 naming
-    the shape expected."""
-    s = size or state.card.image_size
-    try:
-        arr = np.array(nested, dtype=np.float32)
-    except ValueError:
-        arr = None
-    if arr is None or arr.ndim != ndim or arr.shape[-2:] != (s, s):
-        got = "ragged rows" if arr is None else f"shape {list(arr.shape)}"
-        raise Invalid(f"{what} must be {s} rows of {s} numbers each, got {got}")
-    return arr
-
-
 def _validated(document: Any, model: type[M]) -> M:
     """The JSON body (parsed once, by service.http.body) as `model`; its errors are a 422 as FastAPI reports a body's."""
     try:
@@ -94,26 +72,12 @@ def _validated(document: Any, model: type[M]) -> M:
 
 
 async def _images(body: Body, state: AppState, batch: bool) -> np.ndarray:
-    """All the inputs of one request as float32 [n,1,S,S], validated and preprocessed off the event loop."""
-    limit, max_bytes = state.settings.max_batch_items if batch else 1, state.settings.max_body_bytes
-    if body.media_type == MULTIPART:
-        files = await off_loop(state, lambda data: file_parts(data, body.content_type, "file", limit), body.data)
-        return await _preprocess_all(files, state)
-    if not batch:
-        one = _validated(body.json, PredictJSON)
-        if one.pixels is not None:
-            return _pixel_array(one.pixels, state, "pixels", 2)[None, None]
-        return await _preprocess_all([decode_base64(one.image, max_bytes)], state, one.source == "canvas")
-    req = _validated(body.json, PredictBatchJSON)
-    items = req.images if req.images is not None else req.pixels
-    if not items:
-        raise Invalid("the batch is empty")
-    n = len(items)
-    if n > limit:
-        raise Invalid(f"{n} images, at most {limit} per request")
-    if req.pixels is not None:
-        return np.stack([for_item(i, n, _pixel_array, p, state, "pixels", 2) for i, p in enumerate(req.pixels)])[:, None]
-    return await _preprocess_all([for_item(i, n, decode_base64, s, max_bytes) for i, s in enumerate(req.images)], state)
+    """All the inputs of one request to the MNIST network, as float32 [n,1,28,28]."""
+    card, document = state.card, None
+    if body.media_type != MULTIPART:
+        document = _validated(body.json, PredictBatchJSON if batch else PredictJSON)
+    limit = state.settings.max_batch_items if batch else 1
+    return await body_to_tensor(body, document, state, card.image_size, card.digit_box, limit)
 
 
 def _result(
@@ -152,16 +116,15 @@ def _result(
     return r
 
 
-def _routing(request: Request, extras: set[str], state: AppState) -> int | None:
+def _capsule_type(extras: set[str], routing_type: int | None, state: AppState) -> int | None:
     """The capsule type ?include=routing shows (None: the mean over types); checked before any work is done."""
-    value = request.query_params.get("routing_type")
     if "routing" not in extras:
-        if value is not None:
+        if routing_type is not None:
             raise Invalid("routing_type needs include=routing")
         return None
     if state.routing is None:
         raise NoRouting(f"no routing trace for model {state.card.version}: run `python -m model.routing`")
-    return state.routing.capsule_type(value)
+    return state.routing.capsule_type(routing_type)
 
 
 async def _trace(
@@ -174,7 +137,6 @@ async def _trace(
 
 
 PREDICT_ERRORS = {**ERRORS, 404: {"model": ErrorBody, "description": "include=routing, but this model has no routing trace"}}
-EXTRAS = {"coupling", "coupling_grid", "counterfactuals", "routing", PIXELS}
 
 
 def _outputs(extras: set[str]) -> frozenset[str]:
@@ -194,8 +156,7 @@ ROUTING_TYPE_DOC = (
     "with include=routing: the primary capsule type (0-31) whose coupling and agreement the maps show; "
     "`mean` (the default) averages the 32 types"
 )
-# Read from the query string by hand and documented here: FastAPI's per-request validation of this one optional
-# parameter was 4% of the event loop's time per /predict under load.
+# Parsed by service.deps from their types; documented here as clients know them.
 INCLUDE_PARAM = {
     "name": "include",
     "in": "query",
@@ -230,33 +191,16 @@ def _with_include(spec: dict) -> dict:
     return {**spec, "parameters": [INCLUDE_PARAM, ROUTING_TYPE_PARAM]}
 
 
-async def _pair_images(body: Body, state: AppState, pairs: PairEngine) -> np.ndarray:
-    """One upload as the two-digit network wants it: [1,1,36,36], the two digits' ink scaled together to the card's box."""
-    size, box = pairs.card.image_size, pairs.card.input.pair_box
-    s, drawn = state.settings, False
-    if body.media_type == MULTIPART:
-        files = await off_loop(state, lambda data: file_parts(data, body.content_type, "file", 1), body.data)
-    else:
-        one = _validated(body.json, PredictJSON)
-        if one.pixels is not None:
-            return _pixel_array(one.pixels, state, "pixels", 2, size)[None, None]
-        files, drawn = [decode_base64(one.image, s.max_body_bytes)], one.source == "canvas"
-    return await to_inputs(files, state.decode_pool, s.max_image_pixels, s.inline_decode_pixels, size, box, drawn)
-
-
-async def _predict_pair(request: Request, body: Body, state: AppState, pairs: PairEngine) -> FastJSON:
-    if request.query_params.get("routing_type"):
-        raise Invalid(f"routing_type is for model=capsnet, not {PAIRS}")
-    try:
-        with_pixels = pixels_asked(request.query_params.get("include"))
-    except Invalid as e:
-        raise Invalid(f"{e}: the other extras are for model=capsnet") from e
+async def _predict_pair(body: Body, state: AppState, pairs: PairEngine, with_pixels: bool) -> FastJSON:
+    async def preprocess() -> np.ndarray:
+        """One upload as the two-digit network wants it: [1,1,36,36], the two digits' ink scaled together to the card's box."""
+        document = None if body.media_type == MULTIPART else _validated(body.json, PredictJSON)
+        return await body_to_tensor(body, document, state, pairs.card.image_size, pairs.card.input.pair_box)
 
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         return FastJSON(pair_answer(pairs, inference.out, images[0], state.card.digit_rule, with_pixels))
 
-    preprocess = _pair_images(body, state, pairs)
-    return (await run_phases(state.metrics, f"/predict?model={PAIRS}", preprocess, pairs.predict, answer, body.parse_s)).result
+    return (await run_phases(state.metrics, f"/predict?model={PAIRS}", preprocess(), pairs.predict, answer, body.parse_s)).result
 
 
 @router.post(
@@ -269,17 +213,17 @@ async def _predict_pair(request: Request, body: Body, state: AppState, pairs: Pa
     openapi_extra={**_body_spec(PredictJSON, multiple=False), "parameters": [INCLUDE_PARAM, ROUTING_TYPE_PARAM, MODEL_PARAM]},
     summary="Classify one digit (or, with ?model=multimnist, two overlapping ones): capsule lengths, poses, reconstruction",
 )
-async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
+async def predict(body: Upload, state: ReadyDep, extras: Extras, pairs: TwoDigit, routing_type: RoutingType = None) -> FastJSON:
     """Send an image as multipart field `file`, as JSON `{"image": base64}`, or MNIST-like `{"pixels": 28x28}`.
 
     Images are made to look like MNIST first (ink bright on black, fit to 20x20, centred by mass);
     `pixels` go to the network as they are. With `?model=multimnist` the picture holds two overlapping digits (dark on
     light or light on dark, any size; `pixels` 36x36): both are scaled together onto the 36x36 canvas, and the answer names
     each digit the capsules find and redraws each from its own capsule."""
-    if (pairs := pair_engine(request, state)) is not None:
-        return await _predict_pair(request, body, state, pairs)
-    extras = included(request.query_params.get("include"), EXTRAS)
-    capsule_type = _routing(request, extras, state)
+    if pairs is not None:
+        capsnet_only(extras, routing_type)
+        return await _predict_pair(body, state, pairs, PIXELS in extras)
+    capsule_type = _capsule_type(extras, routing_type, state)
 
     def model(images: np.ndarray) -> Awaitable[Inference]:
         return state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
@@ -298,10 +242,9 @@ async def predict(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
     openapi_extra=_with_include(_body_spec(PredictBatchJSON, multiple=True)),
     summary="Classify several digits in one request",
 )
-async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
+async def predict_batch(body: Upload, state: ReadyDep, extras: Extras, routing_type: RoutingType = None) -> FastJSON:
     """Several `file` parts, `{"images": [...]}` or `{"pixels": [N x 28 x 28]}`, up to the configured maximum (64)."""
-    extras = included(request.query_params.get("include"), EXTRAS)
-    capsule_type = _routing(request, extras, state)
+    capsule_type = _capsule_type(extras, routing_type, state)
 
     def model(images: np.ndarray) -> Awaitable[Inference]:
         return state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
@@ -322,19 +265,15 @@ async def predict_batch(request: Request, body: Upload, state: ReadyDep) -> Fast
     openapi_extra={**_body_spec(ProbeJSON, multiple=None), "parameters": [PIXELS_PARAM]},
     summary="Equivariance probe: capsules for affine transforms of the input",
 )
-async def probe(request: Request, body: Upload, state: ReadyDep) -> FastJSON:
+async def probe(body: Upload, state: ReadyDep, with_pixels: WithPixels) -> FastJSON:
     """The 28x28 input (from `image`, preprocessed as /predict does, or `pixels` as they are) rotated, scaled, sheared and
     shifted by each of up to 64 transforms (model/affine.py), each run through the network: how the lengths, the
     prediction and the poses follow the viewpoint. Equivariance would keep the lengths and move the poses."""
-    with_pixels = pixels_asked(request.query_params.get("include"))
     req = _validated(body.json, ProbeJSON)  # JSON only: BodyRoute answers 415 to anything else
     transforms = [Affine(**t.model_dump()) for t in req.transforms]
 
     async def preprocess() -> tuple[np.ndarray, np.ndarray]:
-        if req.pixels is not None:
-            base = _pixel_array(req.pixels, state, "pixels", 2)
-        else:
-            base = (await _preprocess_all([decode_base64(req.image, state.settings.max_body_bytes)], state))[0, 0]
+        base = (await body_to_tensor(body, req, state, state.card.image_size, state.card.digit_box))[0, 0]
         images = await in_thread(lambda: np.stack([warp(base, t) for t in transforms])[:, None].astype(np.float32))
         return base, images
 

@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from bench.loadgen import build_request, run_load
+from bench.loadgen import run_load
+from harness.clients import build_request
 
 
 def test_loadgen_refuses_non_loopback_targets():
@@ -25,8 +26,8 @@ def test_loadgen_counts_statuses_against_the_real_server(server):
 
 
 def test_service_cpu_is_split_between_the_event_loop_and_the_model(server):
-    from bench.payloads import predict_requests
     from bench.service import _cpu, _cpu_per_request
+    from harness.payloads import predict_requests
 
     before = _cpu(server)
     r = asyncio.run(run_load(server.url, predict_requests("127.0.0.1", server.port, 8), 4, 30.0, 100)).summary()
@@ -38,9 +39,9 @@ def test_service_cpu_is_split_between_the_event_loop_and_the_model(server):
 
 
 def test_paired_ratio_divides_each_service_run_by_the_in_process_rates_around_it(server):
-    from bench.payloads import predict_requests
-    from bench.server import REPO
     from bench.service import _paired
+    from harness.payloads import predict_requests
+    from harness.server import REPO
 
     int8_file = REPO / "weights" / "capsnet-int8.onnx"
     rows = _paired(server, predict_requests("127.0.0.1", server.port, 4), int8_file, duration_s=0.5, max_requests=30, rounds=2, batch=4)

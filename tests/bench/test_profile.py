@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.profile import measure
-from bench.server import REPO
+from harness.server import REPO
 
 
 def test_both_committed_files_are_broken_down_by_operator_and_the_shares_add_up():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bench.server import Server
 from bench.soak import measure
+from harness.server import Server
 
 
 def test_soak_has_no_5xx_and_flat_memory():

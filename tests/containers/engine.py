@@ -1,5 +1,5 @@
 """What the container tests do to a running container: wait for it, ask it, stop it mid-request. The engine itself
-(Docker, else podman with the project's containers.conf) is bench.containers.Engine, shared with `make bench`.
+(Docker, else podman with the project's containers.conf) is harness.containers.Engine, shared with `make bench`.
 
 Everything is published on 127.0.0.1 only, and every container made here is removed.
 """
@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 from PIL import Image
 
-from bench.containers import CPU_BUILD_ARGS, CPU_IMAGE, GPU_PATH_IMAGE, NO_PYTHON_BASE, Engine, find_engine, wait_ready
-from bench.server import free_port
+from harness.containers import CPU_BUILD_ARGS, CPU_IMAGE, GPU_PATH_IMAGE, NO_PYTHON_BASE, Engine, find_engine, wait_ready
+from harness.server import free_port
 from tests.conftest import MNIST
 
 __all__ = ["CPU_BUILD_ARGS", "CPU_IMAGE", "GPU_PATH_IMAGE", "NO_PYTHON_BASE", "Engine", "find_engine", "wait_ready"]

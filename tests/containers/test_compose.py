@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.server import free_port
+from harness.server import free_port
 from tests.containers.engine import Engine, in_flight_at_stop, mnist_seven_png, predict, wait_ready
 
 PROJECT = "capsnet-test-compose"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.server import free_port
+from harness.server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
@@ -434,7 +434,7 @@ def test_image_cmd_is_the_service_entry_point():
 def test_dockerignore_keeps_the_context_to_the_serving_files():
     for path in [
         ".git/HEAD", ".venv/bin/python", "checkpoints/last.pt", "runs/1/events",
-        "tests/docker/test_docker.py", "model/train.py", "bench/results/latest.json",
+        "tests/docker/test_docker.py", "model/train.py", "bench/results/latest.json", "harness/server.py",
         "requirements/train.txt", "requirements/test.txt", "README.md",
         "service/__pycache__/app.cpython-311.pyc", "weights/baseline-cnn.onnx",
     ]:  # fmt: skip

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from bench.edge import haproxy_binary
+from harness.edge import haproxy_binary
 
 
 def need_haproxy() -> None:

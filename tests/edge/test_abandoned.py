@@ -11,10 +11,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from bench.abandon import vanish
-from bench.edge import start_edge
-from bench.loadgen import build_request, multipart_png
-from bench.server import Server
+from harness.clients import build_request, multipart_png, vanish
+from harness.edge import start_edge
+from harness.server import Server
 from tests.edge.helpers import need_haproxy
 from tests.service.helpers import stroke_digit_one
 

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from bench.attack import LOOPBACK_SOURCES, SlowClients
-from bench.edge import start_edge
-from bench.server import Server
+from harness.attack import LOOPBACK_SOURCES, SlowClients
+from harness.edge import start_edge
+from harness.server import Server
 from tests.edge.helpers import need_haproxy
 from tests.service.helpers import stroke_digit_one
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from bench.server import Server
+from harness.server import Server
 from service.app import create_app
 from service.settings import Settings
 

@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from bench.server import Server
+from harness.server import Server
 from tests.conftest import REPO, WEIGHTS
 
 

@@ -11,7 +11,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
-from bench.server import Server
+from harness.server import Server
 
 
 @pytest.fixture(scope="module")

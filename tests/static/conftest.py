@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bench.server import Server
+from harness.server import Server
 
 CHROMIUM = os.environ.get("CAPSNET_CHROMIUM", "/usr/bin/chromium")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]

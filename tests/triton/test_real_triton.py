@@ -2,7 +2,7 @@
 127.0.0.1, serving a copy of deploy/triton/model_repository whose models run their ONNX files in the Python backend.
 
 How it is started (the Python backend with tests/triton/model.py in place of the ONNX Runtime backend, which is not on
-PyPI): bench/tritonserver.py, which `make bench` uses too. The ONNX Runtime backend itself is exercised only on a real
+PyPI): harness/tritonserver.py, which `make bench` uses too. The ONNX Runtime backend itself is exercised only on a real
 Triton image. The server runs from its own venv (tests/triton/setup.sh, .triton-venv); without it these tests skip,
 unless CAPSNET_REQUIRE_TRITON=1 (as in .ci/run), which fails them.
 """
@@ -20,9 +20,9 @@ import tritonclient.http as triton
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from bench.server import Server
-from bench.tritonserver import COMMITTED, MODELS, TritonServer, TritonUnavailable
 from deploy.triton.config import parse_pbtxt
+from harness.server import Server
+from harness.tritonserver import COMMITTED, MODELS, TritonServer, TritonUnavailable
 from tests.service.routers.test_oip import (
     CAPSNET_OUTPUT_SIGNATURE,
     CAPSNET_OUTPUTS,

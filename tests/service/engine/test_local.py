@@ -108,7 +108,7 @@ def local_engine():
 
 
 def _digits(n: int) -> np.ndarray:
-    from bench.payloads import stroke_images
+    from harness.payloads import stroke_images
 
     return stroke_images(n)
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from bench.server import Server
+from harness.server import Server
 
 ENGINE_TIMEOUT_S = 3.0
 
@@ -108,7 +108,7 @@ def test_engine_down_is_503_not_a_hang(servers: tuple[Server, Server]) -> None:
 
 def test_engine_never_ready_stops_start_up() -> None:
     """No engine at the URL: start-up waits CAPSNET_ENGINE_START_TIMEOUT_S, then the process exits saying why."""
-    from bench.server import free_port
+    from harness.server import free_port
 
     s = Server({"CAPSNET_ENGINE_URL": f"http://127.0.0.1:{free_port()}", "CAPSNET_ENGINE_START_TIMEOUT_S": "1"})
     try:

@@ -63,7 +63,7 @@ def test_batch_traces_each_item(client, digits):
 @pytest.mark.parametrize(
     "query, message",
     [
-        ("include=routing&routing_type=32", "routing_type must be `mean` or a capsule type 0-31, got '32'"),
+        ("include=routing&routing_type=32", "routing_type must be `mean` or a capsule type 0-31, got 32"),
         ("include=routing&routing_type=-1", "routing_type must be `mean` or a capsule type 0-31"),
         ("include=routing&routing_type=first", "got 'first'"),
         ("routing_type=3", "routing_type needs include=routing"),

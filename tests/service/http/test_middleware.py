@@ -12,8 +12,7 @@ import time
 import httpx
 import pytest
 
-from bench.abandon import vanish
-from bench.loadgen import build_request, multipart_png
+from harness.clients import build_request, multipart_png, vanish
 from tests.service.helpers import stroke_digit_one
 
 MIX = {"after_body": 40, "mid_body": 40, "after_body_then_wait": 40}
@@ -129,7 +128,7 @@ def test_a_request_whose_client_has_gone_is_not_decoded(server) -> None:
 
 @pytest.fixture(scope="module")
 def serving_to_the_end():
-    from bench.server import Server
+    from harness.server import Server
 
     s = Server({"CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_DROP_ABANDONED": "false"}).wait_ready()
     yield s

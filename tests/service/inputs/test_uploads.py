@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from bench.server import Server
+from harness.server import Server
 from service.app import create_app
 from service.inputs.images import load_pixels, open_image
 from service.inputs.preprocess import WORK_SIDE

@@ -22,7 +22,7 @@ from referencing.jsonschema import DRAFT7
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import InferenceServerException
 
-from bench.server import Server
+from harness.server import Server
 from service.app import create_app
 from service.settings import Settings
 from tests.conftest import committed_pairs

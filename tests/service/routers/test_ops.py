@@ -105,7 +105,7 @@ def test_openapi_documents_every_endpoint_with_examples(client):
         ("/reconstruct", ["model", "include"]),
         ("/perturb", ["model"]),
     ):
-        # read from the query by hand, documented by hand
+        # parsed from their types (service/deps.py), documented in the form clients generate code from
         assert [p["name"] for p in spec["paths"][path]["post"]["parameters"]] == names, path
 
 

@@ -1,4 +1,4 @@
-"""bench.attack against the real edge (HAProxy with deploy/edge/haproxy.cfg, a 1 s header timeout, in front of the real
+"""harness.attack against the real edge (HAProxy with deploy/edge/haproxy.cfg, a 1 s header timeout, in front of the real
 service): renewed, the attack holds as many connections when it ends as when it began, and it reports every cut."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.attack import LOOPBACK_SOURCES, SlowClients
-from bench.edge import start_edge
-from bench.server import Server, free_port
+from harness.attack import LOOPBACK_SOURCES, SlowClients
+from harness.edge import start_edge
+from harness.server import Server, free_port
 from tests.edge.helpers import need_haproxy
 
 PER_PROCESS = 10

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from multiprocessing.synchronize import Event as EventType
 from types import TracebackType
 
-from bench.server import process_cpu_seconds
+from harness.server import process_cpu_seconds
 
 LOOPBACK_SOURCES = (("127.0.0.2", "127.0.0.5"), ("127.0.0.3", "127.0.0.6"))  # (slowloris, trickle) for each process
 DRIP_S = 0.1  # one byte from each trickler this often: 10 bytes a second

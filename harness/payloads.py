@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from bench.loadgen import build_request, multipart_png
+from harness.clients import build_request, multipart_png
 
 MNIST = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "mnist"
 

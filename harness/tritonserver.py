@@ -19,8 +19,8 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from bench.server import REPO, free_port, proc_stat
 from deploy.triton.config import parse_pbtxt, to_pbtxt
+from harness.server import REPO, free_port, proc_stat
 
 COMMITTED = REPO / "deploy" / "triton" / "model_repository"
 VENV = Path(os.environ.get("CAPSNET_TRITON_VENV", REPO / ".triton-venv"))

@@ -1,0 +1,1 @@
+from tests.service.conftest import server  # noqa: F401  (the real server fixture)
