@@ -1,5 +1,5 @@
-"""`python -m bench [--only roofline model profile service edge abandon triton soak realinput insight containers pairs]`: run,
-write JSON, render BENCHMARKS.md."""
+"""`python -m bench [--only roofline model profile service edge abandon triton grpc soak realinput insight containers pairs]`:
+run, write JSON, render BENCHMARKS.md."""
 
 from __future__ import annotations
 
@@ -9,11 +9,41 @@ import logging
 import time
 from pathlib import Path
 
-from bench import abandon, containers, edge, insight, model, pairs, profile, realinput, report, roofline, service, soak, system, triton
+from bench import (
+    abandon,
+    containers,
+    edge,
+    grpc,
+    insight,
+    model,
+    pairs,
+    profile,
+    realinput,
+    report,
+    roofline,
+    service,
+    soak,
+    system,
+    triton,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-PARTS = ("roofline", "model", "profile", "service", "edge", "abandon", "triton", "soak", "realinput", "insight", "containers", "pairs")
+PARTS = (
+    "roofline",
+    "model",
+    "profile",
+    "service",
+    "edge",
+    "abandon",
+    "triton",
+    "grpc",
+    "soak",
+    "realinput",
+    "insight",
+    "containers",
+    "pairs",
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,6 +109,8 @@ def main(argv: list[str] | None = None) -> None:
         write("abandon", abandon.measure(min(args.load_seconds, 5.0)))
     if "triton" in args.only:
         write("triton", triton.measure(args.load_seconds))
+    if "grpc" in args.only:
+        write("grpc", grpc.measure(args.load_seconds, max(args.paired_rounds, 1)))
     if "soak" in args.only:
         write("soak", soak.measure(args.soak_seconds))
     if "realinput" in args.only:

@@ -483,7 +483,77 @@ def render(results_dir: Path) -> str:
                 ],
             ),
         ]
+    parts += _grpc(load("grpc"))
     notes = results_dir / "NOTES.md"
     if notes.exists():
         parts += ["", notes.read_text().strip()]
     return "\n".join(parts) + "\n"
+
+
+def _grpc(data: dict | None) -> list[str]:
+    """The two tables of bench/grpc.py: gRPC against REST /v2 for the same request, and tracing on against off."""
+    if not data:
+        return []
+    out: list[str] = []
+    transports = data.get("transports")
+    if transports:
+        rest = {r["concurrency"]: r for r in transports["rows"] if r["transport"].startswith("REST /v2 (binary")}
+        out += [
+            "",
+            "## The Open Inference Protocol over gRPC against REST /v2",
+            "",
+            f"One service with both (CAPSNET_GRPC_PORT), `capsnet` at batch 1, one 28x28 image a request, lengths and poses "
+            f"asked for; gRPC with raw contents, REST with the binary tensor extension and with JSON; pre-built requests "
+            f"(bench/grpc.py), {transports['duration_s']} s a row, the transports alternated level by level:",
+            "",
+            _table(
+                ["clients", "transport", "infer/s", "p50 ms", "p99 ms", "errors", "server CPU ms a request", "/ REST binary infer/s"],
+                [
+                    [
+                        r["concurrency"],
+                        r["transport"],
+                        r["throughput_rps"],
+                        r["p50_ms"],
+                        r["p99_ms"],
+                        r["errors"],
+                        r["server_cpu_ms_per_request"],
+                        round(r["throughput_rps"] / rest[r["concurrency"]]["throughput_rps"], 2)
+                        if r["concurrency"] in rest and rest[r["concurrency"]]["throughput_rps"]
+                        else "",
+                    ]
+                    for r in transports["rows"]
+                ],
+            ),
+        ]
+    traced = data.get("tracing")
+    if traced:
+        by = {(r["round"], r["concurrency"], r["tracing"]): r for r in traced["rows"]}
+        out += [
+            "",
+            "## Tracing on against off (/predict)",
+            "",
+            f"Two servers, one with OpenTelemetry on ({traced['exporter']}; {traced['collector']['exports']} exports, "
+            f"{traced['collector']['bytes']:,} bytes), one with it off; off then on at each client count, "
+            f"{traced['rounds']} rounds of {traced['duration_s']} s a row:",
+            "",
+            _table(
+                ["round", "clients", "tracing", "req/s", "p50 ms", "p99 ms", "errors", "server CPU ms a request", "on / off req/s"],
+                [
+                    [
+                        r["round"],
+                        r["concurrency"],
+                        r["tracing"],
+                        r["throughput_rps"],
+                        r["p50_ms"],
+                        r["p99_ms"],
+                        r["errors"],
+                        r["server_cpu_ms_per_request"],
+                        round(r["throughput_rps"] / off["throughput_rps"], 3)
+                        if r["tracing"] == "on" and (off := by.get((r["round"], r["concurrency"], "off"))) and off["throughput_rps"]
+                        else "",
+                    ]
+                    for r in traced["rows"]
+                ],
+            ),
+        ]
+    return out

@@ -13,13 +13,17 @@ import uvicorn
 
 from service.app import create_app
 from service.settings import get_settings
+from service.tracing import LogContext
 
 STARTUP_FAILURE = 3
 
 
 def main() -> None:
     s = get_settings()
-    logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # a line written while a request is served names it, and its trace when it is traced (service/tracing.py)
+    logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(LogContext())
     config = uvicorn.Config(
         create_app(s),
         host=s.host,

@@ -2,7 +2,8 @@
 4xx with a message that says what to change) and what the service cannot do now (503 with Retry-After, or a 500 with
 an id to quote).
 
-Body: {"error": "<code>", "detail": "<message>"}; validation errors add "errors": [{loc, msg, type}].
+Body: {"error": "<code>", "detail": "<message>"}; validation errors add "errors": [{loc, msg, type}]. Over gRPC the
+same failure is a status code from the table's gRPC column (GRPC_CODES) with the same message.
 """
 
 from __future__ import annotations
@@ -151,6 +152,31 @@ def classify(exc: Exception, where: str = "") -> Failure:
         return Failure(500, "inference_failed", f"the model failed on this request; quote id {ident}", extra={"id": ident})
     log.error("unexpected error on %s, id %s", where or "a request", ident, exc_info=exc)
     return Failure(500, "internal", f"unexpected server error; quote id {ident}", extra={"id": ident})
+
+
+# The same table's gRPC column: the status code a gRPC call fails with (grpc.StatusCode's names) for each HTTP status
+# above, as Triton's gRPC endpoint maps its error kinds (invalid argument, not found, unavailable, internal). A body
+# too large is RESOURCE_EXHAUSTED, as gRPC itself answers a message over its size limit.
+GRPC_CODES = {
+    400: "INVALID_ARGUMENT",
+    404: "NOT_FOUND",
+    405: "UNIMPLEMENTED",
+    408: "DEADLINE_EXCEEDED",
+    413: "RESOURCE_EXHAUSTED",
+    415: "INVALID_ARGUMENT",
+    422: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def grpc_code(status: int) -> str:
+    """The gRPC status code's name for an HTTP status: GRPC_CODES, else any other 4xx an invalid argument and 5xx internal."""
+    return GRPC_CODES.get(status) or ("INVALID_ARGUMENT" if 400 <= status < 500 else "INTERNAL")
 
 
 def install_handlers(app: FastAPI) -> None:

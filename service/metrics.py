@@ -9,8 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+if TYPE_CHECKING:
+    from service.tracing import RequestTrace
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 PHASE_BUCKETS = (0.0001, 0.00025, 0.0005, *LATENCY_BUCKETS)
@@ -30,11 +34,13 @@ class Progress:
     """The phase one request is in: EdgeMiddleware makes one per request, run_phases and the batcher move it on, and
     when the client goes away the phase it had reached labels `capsnet_requests_abandoned_total`."""
 
-    __slots__ = ("gone", "phase")
+    __slots__ = ("gone", "phase", "request_id", "trace")
 
-    def __init__(self) -> None:
+    def __init__(self, request_id: str | None = None) -> None:
         self.phase = "body"
         self.gone = False  # its client went away before the answer started
+        self.request_id = request_id  # the client's X-Request-ID, else made when a log line or a span first needs one
+        self.trace: RequestTrace | None = None  # the request's server span, when it is traced (service/tracing.py)
 
 
 PROGRESS: ContextVar[Progress] = ContextVar("capsnet_progress")

@@ -1,4 +1,5 @@
-"""Every knob of the service, read from environment variables prefixed CAPSNET_ (e.g. CAPSNET_PORT=8080)."""
+"""Every knob of the service, read from environment variables prefixed CAPSNET_ (e.g. CAPSNET_PORT=8080); tracing's from
+OpenTelemetry's own OTEL_* variables, so that a collector's usual configuration applies unchanged."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="address uvicorn binds")
     port: int = Field(8000, ge=0, le=65535, description="port uvicorn binds (0: any free port)")
+    grpc_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="port of the Open Inference Protocol over gRPC (Triton's GRPCInferenceService), on `host`; unset: no gRPC",
+    )
     weights_dir: Path = Field(ROOT / "weights", description="holds capsnet.onnx, decoder.onnx, model-card.json")
     static_dir: Path = Field(ROOT / "static", description="the page's scripts and styles")
     templates_dir: Path = Field(ROOT / "templates", description="the page's jinja2 templates")
@@ -120,6 +127,29 @@ class Settings(BaseSettings):
     @classmethod
     def _split(cls, v: object) -> object:
         return [o.strip() for o in v.split(",") if o.strip()] if isinstance(v, str) else v
+
+
+class TracingSettings(BaseSettings):
+    """OpenTelemetry's environment variables (its SDK configuration specification), for the spans service/tracing.py
+    makes. Off unless an exporter is named: OTEL_TRACES_EXPORTER, or an OTLP endpoint, which names the OTLP exporter.
+    Read apart from Settings so that a wrong value turns tracing off with a warning instead of stopping the service."""
+
+    model_config = SettingsConfigDict(env_prefix="OTEL_", extra="ignore")
+
+    sdk_disabled: bool = Field(False, description="true: no tracing, whatever else is set")
+    traces_exporter: str | None = Field(
+        None, description="comma-separated: otlp, console or none (unset: otlp where an OTLP endpoint is set, else none)"
+    )
+    traces_sampler: str = Field(
+        "parentbased_always_on",
+        description="always_on, always_off, traceidratio, or parentbased_ before any of them (a caller's sampled flag wins)",
+    )
+    traces_sampler_arg: str | None = Field(None, description="traceidratio's ratio, 0 to 1 (unset: 1)")
+    service_name: str = Field("capsnet-serve", description="the resource's service.name")
+    exporter_otlp_endpoint: str | None = Field(None, description="the collector's base URL, e.g. http://collector:4318")
+    exporter_otlp_traces_endpoint: str | None = Field(None, description="the traces endpoint itself, ahead of the base URL")
+    exporter_otlp_protocol: str = Field("http/protobuf", description="http/protobuf (port 4318) or grpc (port 4317)")
+    exporter_otlp_traces_protocol: str | None = Field(None, description="the traces exporter's protocol, ahead of the general one")
 
 
 @lru_cache

@@ -14,6 +14,7 @@ from service.inputs.uploads import DecodePool
 from service.metrics import Metrics
 from service.oip.stats import ModelStats
 from service.settings import Settings
+from service.tracing import Tracing
 
 OIP_MODELS = ("capsnet", "decoder", NAME, DECODER_NAME)  # the last two where the card has the two-digit network
 
@@ -30,6 +31,7 @@ class AppState:
     test_digits: TestDigits | None = None  # MNIST's test set where the server has it: the page's random pairs
     atlas: dict | None = None  # weights/dimensions.json when it was measured on this model (routers/dimensions.py)
     ready: bool = False
+    tracing: Tracing | None = None  # OpenTelemetry, when the OTEL_* variables turn it on (service/tracing.py)
     # the Open Inference Protocol's statistics, counted from what /v2 served (service/routers/oip.py)
     oip_stats: dict[str, ModelStats] = field(default_factory=lambda: {name: ModelStats() for name in OIP_MODELS})
 

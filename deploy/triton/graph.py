@@ -7,12 +7,36 @@ from pathlib import Path
 
 import onnx
 
+from service.engine.protocol import TensorSpec
+
+# ONNX element type -> the Open Inference Protocol's data type, for the types an exported network uses
+DATATYPES = {
+    "FLOAT": "FP32",
+    "FLOAT16": "FP16",
+    "BFLOAT16": "BF16",
+    "DOUBLE": "FP64",
+    "INT8": "INT8",
+    "INT16": "INT16",
+    "INT32": "INT32",
+    "INT64": "INT64",
+    "UINT8": "UINT8",
+    "BOOL": "BOOL",
+}
+
 
 @dataclass(frozen=True)
 class Tensor:
     name: str
     elem_type: str  # onnx.TensorProto's name for it: FLOAT, INT64, ...
     shape: tuple[int | str, ...]  # a fixed size, or the name of a dynamic axis
+
+    def spec(self) -> TensorSpec:
+        """As the protocol describes it (what the service's engine reports of the same graph): named axes become -1."""
+        try:
+            datatype = DATATYPES[self.elem_type]
+        except KeyError:
+            raise ValueError(f"{self.name}: ONNX type {self.elem_type} has no Triton data type here") from None
+        return TensorSpec(self.name, datatype, tuple(d if isinstance(d, int) else -1 for d in self.shape))
 
 
 @dataclass(frozen=True)

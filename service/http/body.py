@@ -30,6 +30,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect
 
 from service.errors import BadJSON, ClientError, RequestTimeout, TooLarge, UnsupportedMediaType
+from service.metrics import progress
 from service.settings import Settings
 
 JSON = "application/json"
@@ -119,6 +120,7 @@ async def read_limited(request: Request, settings: Settings) -> bytes:
     start = loop.time()
     chunks, size = [], 0
     metrics = request.app.state.capsnet.metrics
+    trace_start = time.perf_counter()
 
     def deadline() -> float:  # a chunked body earns its time as it arrives
         return start + settings.body_timeout_s + max(expected, size) / settings.body_min_rate
@@ -141,6 +143,10 @@ async def read_limited(request: Request, settings: Settings) -> bytes:
         ) from None
     except ClientDisconnect:
         raise ClientError("the client went away before the body ended") from None
+    finally:
+        trace = progress().trace
+        if trace is not None:  # the body's arrival, as its own span: the client's time, not the service's
+            trace.phase("body", trace_start, time.perf_counter(), {"http.request.body.size": size})
     return b"".join(chunks)
 
 

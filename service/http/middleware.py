@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
+from opentelemetry.trace import SpanKind
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.metrics import PROGRESS, Metrics, Progress
+from service.tracing import PROBES, RequestTrace, Tracing, request_id
 
 CLIENT_GONE = "499"  # nginx's code for a request whose client closed the connection first: nobody got an answer
 _DISCONNECT: Message = {"type": "http.disconnect"}
@@ -46,10 +49,13 @@ class EdgeMiddleware:
     arrival to the end of its answer. A rejection before the route ran (413, 415, 400 bad_json) is labelled with the
     route it was sent to, since routing comes first; a mounted app's requests by its mount; a path nothing matches, "other"."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, drop_abandoned: bool = True) -> None:
+    def __init__(
+        self, app: ASGIApp, metrics: Metrics, drop_abandoned: bool = True, tracing: Callable[[], Tracing | None] = lambda: None
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.drop_abandoned = drop_abandoned
+        self.tracing = tracing  # the app's, once its lifespan has read the OTEL_* variables (service/tracing.py)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -70,7 +76,9 @@ class EdgeMiddleware:
                 message = {**message, "body": b""}
             await send(message)
 
-        progress = Progress()
+        progress = Progress(_request_id(scope["headers"]))
+        tracing = self.tracing()
+        trace = None if tracing is None or scope["path"] in PROBES else _server_span(tracing, scope, progress)
         token = PROGRESS.set(progress)
         try:
             with self.metrics.serving():
@@ -86,6 +94,9 @@ class EdgeMiddleware:
                 self.metrics.abandoned.labels(progress.phase).inc()
             self.metrics.requests.labels(endpoint, scope["method"], CLIENT_GONE if progress.gone else str(status)).inc()
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
+            if trace is not None:
+                answered = {"http.route": endpoint, "http.response.status_code": 499 if progress.gone else status}
+                trace.end(answered, progress.gone or status >= 500, f"{scope['method']} {endpoint}")
 
     async def _unless_abandoned(self, scope: Scope, receive: Receive, send: Send, progress: Progress) -> None:
         """The app, cancelled if the client goes away before the answer starts (`progress.gone` says so). The watcher starts once
@@ -143,3 +154,19 @@ class EdgeMiddleware:
         finally:
             if watcher is not None:
                 watcher.cancel()
+
+
+def _request_id(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The client's (or a proxy's) X-Request-ID, if it sent a usable one; without one, an id is made only when needed."""
+    for name, value in headers:
+        if name == b"x-request-id":
+            return request_id(value.decode("latin-1"))
+    return None
+
+
+def _server_span(tracing: Tracing, scope: Scope, progress: Progress) -> RequestTrace | None:
+    """The request's server span (HTTP semantic conventions); named by its route once routing has found it."""
+    headers = ((k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"] if k in (b"traceparent", b"tracestate"))
+    attributes = {"http.request.method": scope["method"], "url.path": scope["path"], "url.scheme": scope.get("scheme", "http")}
+    progress.trace = tracing.start(scope["method"], SpanKind.SERVER, attributes, headers, progress)
+    return progress.trace

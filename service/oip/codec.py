@@ -9,7 +9,9 @@ response is binary the same way when an output asks for it (`parameters.binary_d
 Why a module of its own, with no FastAPI in it: what a tensor may be is checked here, once, against the model's own
 signature as the engine reports it (onnxruntime's session, or the remote engine's metadata), so metadata, config and
 validation cannot disagree. Every mistake is an `OIPError`: the protocol's error body `{"error": message}` with the
-status Triton gives that kind of error (400 an invalid argument, 404 an unknown model, 503 unavailable).
+status Triton gives that kind of error (400 an invalid argument, 404 an unknown model, 503 unavailable). The checks a
+tensor meets whatever carries it (`check_*`, `from_binary`) are public: the gRPC codec (service/oip/grpc_codec.py)
+holds protobuf tensors to the same rules with the same messages.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ import orjson
 from service.engine.protocol import DATATYPES, TensorSpec
 from service.errors import BadJSON
 from service.http.body import parse_json
+from service.oip.triton_config import PLATFORM
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
-PLATFORM = "onnxruntime_onnx"
 # JSON numbers numpy may read for each kind of data type: ints are fine for floats, not the other way round
 _JSON_KINDS = {"b": "b", "u": "iu", "i": "iu", "f": "iuf"}
 _UNSUPPORTED = {"shared_memory_region": "shared memory is not supported", "classification": "the classification extension is not supported"}
@@ -112,13 +114,46 @@ def _object(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
-def _refuse_unsupported(parameters: dict[str, Any], what: str) -> None:
+def refuse_unsupported(parameters: dict[str, Any], what: str) -> None:
     for key, message in _UNSUPPORTED.items():
         if key in parameters:
             raise bad(f"{what}: {message}")
 
 
-def _shape(spec: TensorSpec, shape: Any) -> tuple[int, ...]:
+def check_datatype(spec: TensorSpec, datatype: Any) -> None:
+    if datatype not in DATATYPES:
+        raise bad(f"input '{spec.name}': invalid datatype {datatype!r}; one of {', '.join(DATATYPES)}")
+    if datatype != spec.datatype:
+        raise bad(f"inference input '{spec.name}' data-type is '{datatype}', but model expects '{spec.datatype}'")
+
+
+def check_finite(spec: TensorSpec, arr: np.ndarray) -> np.ndarray:
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise bad(f"input '{spec.name}': NaN or infinite values")
+    return arr
+
+
+def check_input_names(model: ModelSpec, names: Sequence[Any]) -> None:
+    """Every input of the model, once each, and nothing else."""
+    specs = [t.name for t in model.inputs]
+    for name in names:
+        if not isinstance(name, str) or name not in specs:
+            raise bad(f"unexpected inference input '{name}' for model '{model.name}'; it takes {', '.join(specs)}")
+    if sorted(names) != sorted(specs):
+        raise bad(f"model '{model.name}' takes exactly the inputs {', '.join(specs)}, got {', '.join(map(str, names)) or 'none'}")
+
+
+def check_output(model: ModelSpec, name: Any, chosen: Sequence[tuple[TensorSpec, bool]]) -> TensorSpec:
+    """An output asked for: one the model has, not asked for twice."""
+    specs = {t.name: t for t in model.outputs}
+    if not isinstance(name, str) or name not in specs:
+        raise bad(f"unexpected inference output '{name}' for model '{model.name}'; it has {', '.join(specs)}")
+    if any(t.name == name for t, _ in chosen):
+        raise bad(f"output '{name}' requested twice")
+    return specs[name]
+
+
+def check_shape(spec: TensorSpec, shape: Any) -> tuple[int, ...]:
     """The shape sent, checked against the model's; a 1-D input ([N], the decoder's `digit`) also takes [N, 1], as
     Triton serves it (dims [1] with `reshape { shape: [] }`, deploy/triton), so one client fits both servers."""
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
@@ -146,7 +181,7 @@ def _from_json(spec: TensorSpec, shape: tuple[int, ...], data: Any) -> np.ndarra
         return arr.astype(spec.dtype).reshape(shape)
 
 
-def _from_binary(spec: TensorSpec, shape: tuple[int, ...], raw: bytes) -> np.ndarray:
+def from_binary(spec: TensorSpec, shape: tuple[int, ...], raw: bytes) -> np.ndarray:
     want = math.prod(shape) * spec.dtype.itemsize
     if len(raw) != want:
         raise bad(f"input '{spec.name}': {len(raw)} bytes of binary data for shape {list(shape)} of {spec.datatype}, expected {want}")
@@ -155,14 +190,10 @@ def _from_binary(spec: TensorSpec, shape: tuple[int, ...], raw: bytes) -> np.nda
 
 def _input(spec: TensorSpec, entry: dict[str, Any], binary: memoryview, offset: int) -> tuple[np.ndarray, int]:
     """One input tensor, and where the next one's binary data starts."""
-    datatype = entry.get("datatype")
-    if datatype not in DATATYPES:
-        raise bad(f"input '{spec.name}': invalid datatype {datatype!r}; one of {', '.join(DATATYPES)}")
-    if datatype != spec.datatype:
-        raise bad(f"inference input '{spec.name}' data-type is '{datatype}', but model expects '{spec.datatype}'")
-    shape = _shape(spec, entry.get("shape"))
+    check_datatype(spec, entry.get("datatype"))
+    shape = check_shape(spec, entry.get("shape"))
     parameters = _object(entry.get("parameters"), f"input '{spec.name}': parameters")
-    _refuse_unsupported(parameters, f"input '{spec.name}'")
+    refuse_unsupported(parameters, f"input '{spec.name}'")
     size = parameters.get("binary_data_size")
     if size is None:
         if "data" not in entry:
@@ -173,23 +204,16 @@ def _input(spec: TensorSpec, entry: dict[str, Any], binary: memoryview, offset: 
             raise bad(f"input '{spec.name}' has both data and parameters.binary_data_size")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0 or offset + size > len(binary):
             raise bad(f"input '{spec.name}': binary_data_size {size!r} is not within the {len(binary) - offset} bytes of binary data left")
-        arr = _from_binary(spec, shape, bytes(binary[offset : offset + size]))
+        arr = from_binary(spec, shape, bytes(binary[offset : offset + size]))
         offset += size
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise bad(f"input '{spec.name}': NaN or infinite values")
-    return arr, offset
+    return check_finite(spec, arr), offset
 
 
 def _inputs(model: ModelSpec, entries: Any, binary: bytes) -> dict[str, np.ndarray]:
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise bad("inputs must be a JSON array of objects")
     specs = {t.name: t for t in model.inputs}
-    names = [e.get("name") for e in entries]
-    for name in names:
-        if not isinstance(name, str) or name not in specs:
-            raise bad(f"unexpected inference input '{name}' for model '{model.name}'; it takes {', '.join(specs)}")
-    if sorted(names) != sorted(specs):
-        raise bad(f"model '{model.name}' takes exactly the inputs {', '.join(specs)}, got {', '.join(map(str, names)) or 'none'}")
+    check_input_names(model, [e.get("name") for e in entries])
     arrays, offset, view = {}, 0, memoryview(binary)
     for entry in entries:
         arrays[entry["name"]], offset = _input(specs[entry["name"]], entry, view, offset)
@@ -198,7 +222,7 @@ def _inputs(model: ModelSpec, entries: Any, binary: bytes) -> dict[str, np.ndarr
     return arrays
 
 
-def _batch(model: ModelSpec, arrays: dict[str, np.ndarray]) -> int:
+def check_batch(model: ModelSpec, arrays: dict[str, np.ndarray]) -> int:
     """The batch axis: the same length in every input, at least 1 (onnxruntime dies on an empty batch) and at most max_batch."""
     sizes = {len(a) for a in arrays.values()}
     if len(sizes) != 1:
@@ -210,7 +234,6 @@ def _batch(model: ModelSpec, arrays: dict[str, np.ndarray]) -> int:
 
 
 def _outputs(model: ModelSpec, entries: Any, binary_default: bool) -> list[tuple[TensorSpec, bool]]:
-    specs = {t.name: t for t in model.outputs}
     if entries is None:
         return [(t, binary_default) for t in model.outputs]
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
@@ -218,13 +241,10 @@ def _outputs(model: ModelSpec, entries: Any, binary_default: bool) -> list[tuple
     chosen: list[tuple[TensorSpec, bool]] = []
     for entry in entries:
         name = entry.get("name")
-        if not isinstance(name, str) or name not in specs:
-            raise bad(f"unexpected inference output '{name}' for model '{model.name}'; it has {', '.join(specs)}")
-        if any(t.name == name for t, _ in chosen):
-            raise bad(f"output '{name}' requested twice")
+        spec = check_output(model, name, chosen)
         parameters = _object(entry.get("parameters"), f"output '{name}': parameters")
-        _refuse_unsupported(parameters, f"output '{name}'")
-        chosen.append((specs[name], _flag(parameters, "binary_data", binary_default)))
+        refuse_unsupported(parameters, f"output '{name}'")
+        chosen.append((spec, _flag(parameters, "binary_data", binary_default)))
     return chosen
 
 
@@ -252,7 +272,7 @@ def parse_request(model: ModelSpec, body: bytes, header_length: str | None, max_
         raise bad("the inference request has no inputs")
     arrays = _inputs(model, doc["inputs"], binary)
     outputs = _outputs(model, doc.get("outputs"), _flag(parameters, "binary_data_output", False))
-    return InferRequest(request_id, arrays, outputs, _batch(model, arrays))
+    return InferRequest(request_id, arrays, outputs, check_batch(model, arrays))
 
 
 # ---- the response ----
@@ -281,39 +301,3 @@ def encode_response(
     if not blobs:
         return header, None
     return b"".join([header, *blobs]), len(header)
-
-
-# ---- Triton's model configuration extension ----
-
-TRITON_TYPES = {k: "TYPE_" + ("STRING" if k == "BYTES" else k) for k in DATATYPES}
-
-
-def _config_tensor(spec: TensorSpec, is_input: bool) -> dict[str, Any]:
-    """As Triton declares it with max_batch_size > 0: dims without the batch axis; a tensor that is the batch axis alone
-    declared [1] and reshaped to [] for the model (the same rule as deploy/triton)."""
-    dims = list(spec.shape[1:])
-    entry: dict[str, Any] = {"name": spec.name, "data_type": TRITON_TYPES[spec.datatype], "dims": dims or [1]}
-    if not dims:
-        entry["reshape"] = {"shape": []}
-    if is_input:
-        entry["format"] = "FORMAT_NONE"
-    return entry
-
-
-def triton_config(model: ModelSpec, model_file: str, kind: str, instances: int, max_queue_delay_us: int | None) -> dict[str, Any]:
-    """The model's configuration as Triton's `GET .../config` returns it (model_config.proto's ModelConfig as JSON).
-    `max_queue_delay_us` None: no dynamic batching (the request runs as it comes)."""
-    config: dict[str, Any] = {
-        "name": model.name,
-        "platform": PLATFORM,
-        "backend": "onnxruntime",
-        "version_policy": {"latest": {"num_versions": 1}},
-        "max_batch_size": model.max_batch,
-        "input": [_config_tensor(t, True) for t in model.inputs],
-        "output": [_config_tensor(t, False) for t in model.outputs],
-        "instance_group": [{"name": model.name, "kind": kind, "count": instances}],
-        "default_model_filename": model_file,
-    }
-    if max_queue_delay_us is not None:
-        config["dynamic_batching"] = {"max_queue_delay_microseconds": max_queue_delay_us}
-    return config

@@ -11,41 +11,28 @@ Besides the core protocol: Triton's model configuration (`.../config`) and stati
 binary tensor data extension (service/oip/codec.py). Errors on these routes are the protocol's `{"error": message}` with the
 status Triton gives (400 invalid, 404 unknown model or version, 503 loading or overloaded); the rest of the service
 keeps its own error body. A method a path does not take, or a path under /v2 that is none of these, is still answered
-by the service's own 405 and 404.
+by the service's own 405 and 404. What is not HTTP (which models, how each runs, its configuration and statistics, how
+a failure is worded) is in service/oip/models.py, which the gRPC server calls too.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request, Response
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-from model import DECODER_FILE, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
 from service.deps import StateDep
 from service.engine.batcher import Inference
-from service.engine.two_digit import DECODER_NAME as PAIR_DECODER
-from service.engine.two_digit import NAME as PAIRS
-from service.errors import ClientError, classify
 from service.http.body import off_loop, read_limited
-from service.oip.codec import (
-    HEADER_LENGTH,
-    InferRequest,
-    ModelSpec,
-    OIPError,
-    bad,
-    decompress,
-    encode_response,
-    parse_request,
-    triton_config,
-)
-from service.oip.stats import ModelStats, Phases
-from service.phases import run_phases
+from service.oip import models
+from service.oip.codec import HEADER_LENGTH, InferRequest, decompress, encode_response, parse_request
+from service.oip.models import VERSION
+from service.oip.triton_config import to_json
 from service.schemas import (
     InferenceRequest,
     InferenceResponse,
@@ -56,12 +43,9 @@ from service.schemas import (
     TritonModelConfig,
 )
 from service.state import OIP_MODELS, AppState
-from service.threads import in_thread
 
 log = logging.getLogger("capsnet.oip")
 
-VERSION = "1"  # the one version of each model, as in deploy/triton's repository (capsnet/1, decoder/1)
-EXTENSIONS = ["binary_tensor_data", "model_configuration", "statistics"]
 # Documented as the names there are (a generated client, or schemathesis, then sends real ones); not validated as an
 # enum, so that another name is the protocol's 404, not a 422
 _MODEL_DOC = "capsnet, decoder, multimnist or multimnist-decoder"
@@ -70,21 +54,6 @@ ModelVersion = Annotated[str, Path(description=f"the only version, {VERSION}", j
 
 
 # ---- errors: the protocol's body on these routes ----
-
-
-def _classify(exc: Exception, where: str) -> tuple[int, str, dict[str, str] | None]:
-    """(status, message, headers) as Triton maps its error kinds: the protocol's own errors as they say, else the
-    service's one table (service/errors.py) with every other client error an invalid argument (400)."""
-    if isinstance(exc, OIPError):
-        return exc.status, exc.message, exc.headers
-    f = classify(exc, where)
-    if f.status == 503:
-        return 503, f.detail, f.headers or {"Retry-After": "1"}
-    if isinstance(exc, RequestValidationError):  # the first field's message alone, as Triton words its errors
-        return 400, f.extra["errors"][0]["msg"] if f.extra["errors"] else "invalid request", None
-    if isinstance(exc, ClientError):  # the body reader's (too large, bad Content-Length, a client gone): an invalid argument
-        return 400, f.detail, f.headers
-    return f.status, f.detail, f.headers
 
 
 class OIPRoute(APIRoute):
@@ -97,7 +66,7 @@ class OIPRoute(APIRoute):
             try:
                 return await handle(request)
             except Exception as e:
-                status, message, headers = _classify(e, f"{request.method} {request.url.path}")
+                status, message, headers = models.failure(e, f"{request.method} {request.url.path}")
                 return JSONResponse({"error": message}, status_code=status, headers=headers)
 
         return answered
@@ -112,89 +81,12 @@ ERRORS = {
 NOT_FOUND = {404: ERRORS[404]}
 
 
-# ---- the models ----
-
-
-def decoder_max_batch(state: AppState) -> int:
-    """Most decoder rows in one request: the most the service itself decodes at once (ten counterfactuals for each image
-    of a full batch, or a whole /perturb grid); the same rule as deploy/triton's max_batch_size for the decoder."""
-    card, s = state.card, state.settings
-    return max(card.num_classes * s.max_batch, card.digit_dim * s.max_deltas)
-
-
-def _known(name: str, version: str) -> None:
-    if name not in OIP_MODELS:
-        raise OIPError(404, f"Request for unknown model: '{name}' is not found")
-    if version not in ("", VERSION):
-        raise OIPError(404, f"Request for unknown model: '{name}' version {version} is not found")
-
-
-def _model(state: AppState, name: str, version: str) -> ModelSpec:
-    """The model's signature, read from its onnxruntime session (right by construction): 404, then 503 until loaded."""
-    _known(name, version)
-    engine = state.engine
-    if not state.ready or engine is None:
-        raise OIPError(503, f"model '{name}' is loading; retry shortly", {"Retry-After": "1"})
-    if name in (PAIRS, PAIR_DECODER):
-        if state.pairs is None:
-            raise OIPError(
-                404, f"Request for unknown model: '{name}' is not served here (no multimnist entry in the card, or a remote engine)"
-            )
-        inputs, outputs = state.pairs.signatures()[name]
-    else:
-        inputs, outputs = engine.signatures()[name]
-    return ModelSpec(name, inputs, outputs, state.settings.max_batch if name in ("capsnet", PAIRS) else decoder_max_batch(state))
-
-
-def _stats(request: Request) -> dict[str, ModelStats]:
-    """This app's counters (they belong to the app, as its Prometheus registry does), one for each model."""
-    state: AppState = request.app.state.capsnet
-    return state.oip_stats
-
-
-async def _run_capsnet(state: AppState, req: InferRequest) -> Inference:
-    wanted = frozenset(t.name for t, _ in req.outputs)  # the graph's outputs only, those asked for (all when none are named)
-    return await state.batcher.submit(req.inputs["image"], state.settings.request_timeout_s, explain=False, fetch=wanted)
-
-
-async def _run_decoder(state: AppState, req: InferRequest) -> Inference:
-    digits, k = req.inputs["digit"], state.card.num_classes
-    if digits.min() < 0 or digits.max() >= k:  # the graph would silently decode an all-zero mask
-        raise bad(f"input 'digit': values must be digit capsules 0-{k - 1}")
-    start = time.perf_counter()
-    recon = await in_thread(state.engine.reconstruct, digits, req.inputs["pose"])
-    return Inference({"reconstruction": recon}, 0.0, time.perf_counter() - start)
-
-
-async def _run_pairs(state: AppState, req: InferRequest) -> Inference:
-    assert state.pairs is not None  # _model said so
-    return await state.pairs.predict(req.inputs["image"])
-
-
-async def _run_pair_decoder(state: AppState, req: InferRequest) -> Inference:
-    assert state.pairs is not None
-    digits, k = req.inputs["digit"], state.pairs.card.num_classes
-    if digits.min() < 0 or digits.max() >= k:
-        raise bad(f"input 'digit': values must be digit capsules 0-{k - 1}")
-    start = time.perf_counter()
-    recon = await state.pairs.decode(digits, req.inputs["pose"])
-    return Inference({"reconstruction": recon}, 0.0, time.perf_counter() - start)
-
-
-RUN: dict[str, Callable[[AppState, InferRequest], Awaitable[Inference]]] = {
-    "capsnet": _run_capsnet,
-    "decoder": _run_decoder,
-    PAIRS: _run_pairs,
-    PAIR_DECODER: _run_pair_decoder,
-}
-
-
 # ---- server ----
 
 
 @router.get("/v2", response_model=ServerMetadata, summary="Server metadata: name, version, protocol extensions")
 async def server_metadata(request: Request) -> JSONResponse:
-    return JSONResponse({"name": request.app.title, "version": request.app.version, "extensions": EXTENSIONS})
+    return JSONResponse({"name": request.app.title, "version": request.app.version, "extensions": models.EXTENSIONS})
 
 
 router.add_api_route("/v2/", server_metadata, methods=["GET"], include_in_schema=False)  # the spec's spelling; tritonclient asks /v2
@@ -212,91 +104,57 @@ async def server_live() -> Response:
     summary="Server ready: every model loaded and warm (200, no body); 503 before",
 )
 async def server_ready(state: StateDep) -> Response:
-    if not state.ready:
-        raise OIPError(503, "the models are loading; retry shortly", {"Retry-After": "1"})
-    if state.engine is not None and not await state.engine.check_ready():
-        raise OIPError(503, f"the engine at {state.engine.describe().get('url')} is not ready", {"Retry-After": "1"})
+    await models.server_ready(state)
     return Response()
 
 
 @router.get("/v2/models/stats", response_model=ModelStatistics, summary="Inference statistics of every model (Triton's extension)")
-async def all_stats(request: Request) -> JSONResponse:
-    served = _served(request.app.state.capsnet)
-    return JSONResponse({"model_stats": [s.as_json(name, VERSION) for name, s in _stats(request).items() if name in served]})
-
-
-def _served(state: AppState) -> tuple[str, ...]:
-    """The models this instance answers for: the two-digit ones only where they were loaded."""
-    return OIP_MODELS if state.pairs is not None else OIP_MODELS[:2]
+async def all_stats(state: StateDep) -> JSONResponse:
+    return JSONResponse({"model_stats": models.statistics(state, "", "")})
 
 
 # ---- one model: each endpoint with and without the version ----
 
 
 def _metadata(state: AppState, name: str, version: str) -> JSONResponse:
-    return JSONResponse(_model(state, name, version).metadata(VERSION))
+    return JSONResponse(models.spec(state, name, version).metadata(VERSION))
 
 
 def _ready(state: AppState, name: str, version: str) -> Response:
-    _model(state, name, version)
+    models.spec(state, name, version)
     return Response()
 
 
 def _config(state: AppState, name: str, version: str) -> JSONResponse:
-    model, engine, s = _model(state, name, version), state.engine, state.settings
-    kind = "KIND_GPU" if engine.device == "GPU" else "KIND_CPU"
-    if name == "capsnet":
-        return JSONResponse(triton_config(model, engine.model_file, kind, state.batcher.workers, round(s.max_wait_ms * 1000)))
-    files = {"decoder": DECODER_FILE, PAIRS: MULTIMNIST_FILE, PAIR_DECODER: MULTIMNIST_DECODER_FILE}
-    return JSONResponse(triton_config(model, files[name], kind, 1, None))
+    return JSONResponse(to_json(models.config(state, name, version)))
 
 
-def _model_stats(request: Request, name: str, version: str) -> JSONResponse:
-    _known(name, version)
-    if name not in _served(request.app.state.capsnet):
-        raise OIPError(404, f"Request for unknown model: '{name}' is not served here")
-    return JSONResponse({"model_stats": [_stats(request)[name].as_json(name, VERSION)]})
+def _model_stats(state: AppState, name: str, version: str) -> JSONResponse:
+    return JSONResponse({"model_stats": models.statistics(state, name, version)})
 
 
 async def _infer(request: Request, state: AppState, name: str, version: str) -> Response:
-    model = _model(state, name, version)
-    stats = _stats(request)[name]
-    start = time.perf_counter()
-    try:
-        response, batch, phases = await _serve(request, state, model)
-    except Exception:
-        stats.failed(int((time.perf_counter() - start) * 1e9))
-        raise
-    stats.succeeded(batch, phases)
-    return response
-
-
-async def _serve(request: Request, state: AppState, model: ModelSpec) -> tuple[Response, int, Phases]:
-    """Read and check the tensors, run the model, encode what was asked for; with the time each phase took."""
+    """Read and check the tensors, run the model, encode what was asked for (service/oip/models.py times and counts it)."""
+    model = models.spec(state, name, version)
     s = state.settings
     encoding, header_length = request.headers.get("content-encoding"), request.headers.get(HEADER_LENGTH)
 
     def parse(data: bytes) -> InferRequest:
         return parse_request(model, decompress(data, encoding, s.max_body_bytes), header_length, s.max_json_values)
 
-    read_from = time.perf_counter()
-    data = await read_limited(request, s)  # the body's arrival is the client's time, not preprocessing (as on REST)
-    read_s = time.perf_counter() - read_from
+    async def receive() -> tuple[Any, float]:
+        read_from = time.perf_counter()
+        data = await read_limited(request, s)  # the body's arrival is the client's time, not preprocessing (as on REST)
+        return off_loop(state, parse, data), time.perf_counter() - read_from
 
-    async def encode(req: InferRequest, inference: Inference) -> tuple[Response, int]:
+    async def encode(req: InferRequest, inference: Inference) -> Response:
         out = inference.out
         content, length = encode_response(model.name, VERSION, req.id, [(t, out[t.name], binary) for t, binary in req.outputs])
         if length is None:
-            return Response(content, media_type="application/json"), req.batch
-        return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(length)}), req.batch
+            return Response(content, media_type="application/json")
+        return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(length)})
 
-    endpoint = f"/v2/models/{model.name}/infer"
-    timed = await run_phases(state.metrics, endpoint, off_loop(state, parse, data), lambda req: RUN[model.name](state, req), encode)
-    (response, batch), ns = timed.result, 1e9
-    model_ns = int(timed.inference.model_s * ns)
-    queue_ns = max(int(timed.model_wall_s * ns) - model_ns, 0)
-    # Triton's compute_input counts the body's read too
-    return response, batch, Phases(int((read_s + timed.preprocess_s) * ns), model_ns, int(timed.postprocess_s * ns), queue_ns=queue_ns)
+    return await models.infer(state, model, f"/v2/models/{model.name}/infer", receive, encode)
 
 
 def _inline(schema: dict[str, Any]) -> dict[str, Any]:
@@ -375,8 +233,8 @@ async def model_config(request: Request, model_name: ModelName, state: StateDep)
     return _config(state, model_name, _version(request))
 
 
-async def model_stats(request: Request, model_name: ModelName) -> JSONResponse:
-    return _model_stats(request, model_name, _version(request))
+async def model_stats(request: Request, model_name: ModelName, state: StateDep) -> JSONResponse:
+    return _model_stats(state, model_name, _version(request))
 
 
 async def infer(request: Request, model_name: ModelName, state: StateDep) -> Response:

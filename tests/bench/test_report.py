@@ -220,3 +220,25 @@ def test_each_part_says_which_run_it_is_from(tmp_path):
     (tmp_path / "triton.json").write_text(json.dumps({"duration_s": 8, "model_file": "capsnet.onnx (FP32)", "rows": []}))
     md = render(tmp_path)
     assert "| edge | AMD EPYC | 2026-11-25 |" in md and "| triton | not stamped |" in md
+
+
+def test_grpc_against_rest_and_tracing_on_against_off_state_their_ratios(tmp_path):
+    transports = [
+        {"transport": t, **_load_row("", c, rps), "server_cpu_ms_per_request": 2.0}
+        for t, c, rps in [("gRPC (raw contents)", 16, 600.0), ("REST /v2 (binary extension)", 16, 400.0), ("REST /v2 (JSON)", 16, 380.0)]
+    ]
+    traced = [
+        {"round": 1, "tracing": k, **_load_row("", 16, rps), "server_cpu_ms_per_request": 3.0} for k, rps in [("off", 500.0), ("on", 450.0)]
+    ]
+    (tmp_path / "grpc.json").write_text(
+        json.dumps(
+            {
+                "transports": {"duration_s": 3, "rows": transports},
+                "tracing": {"duration_s": 3, "rounds": 1, "exporter": "otlp", "collector": {"exports": 4, "bytes": 1234}, "rows": traced},
+            }
+        )
+    )
+    md = render(tmp_path)
+    assert "## The Open Inference Protocol over gRPC against REST /v2" in md and "## Tracing on against off (/predict)" in md
+    assert "| 16 | gRPC (raw contents) | 600.0 | 3.0 | 5.0 | 0 | 2.0 | 1.5 |" in md
+    assert "| 1 | 16 | on | 450.0 | 3.0 | 5.0 | 0 | 3.0 | 0.9 |" in md and "1,234 bytes" in md

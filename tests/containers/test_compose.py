@@ -29,7 +29,8 @@ def container_of(engine: Engine, service: str) -> str:
 @pytest.fixture(scope="module")
 def stack(engine: Engine, cpu_image: str) -> Iterator[tuple[int, dict[str, str]]]:
     port = free_port()
-    env = {**SHELL, "EDGE_PUBLISH": f"127.0.0.1:{port}"}
+    # gRPC is published beside the edge: on loopback here too, on a port of its own
+    env = {**SHELL, "EDGE_PUBLISH": f"127.0.0.1:{port}", "GRPC_PUBLISH": f"127.0.0.1:{free_port()}"}
     env_unset = {k: v for k, v in engine.env.items() if not k.startswith(("CAPSNET_", "EDGE_"))}
     run = Engine(engine.cli, env_unset)
     run.compose("--profile", "cpu", "down", project=PROJECT, env=env)
@@ -45,6 +46,15 @@ def test_edge_answers_ready_and_right(stack: tuple[int, dict[str, str]]) -> None
     assert wait_ready(url)["provider"] == "CPUExecutionProvider"
     answer = predict(url, mnist_seven_png())
     assert answer["prediction"] == 7 and answer["is_digit"] is True
+
+
+def test_grpc_answers_beside_the_edge(stack: tuple[int, dict[str, str]]) -> None:
+    """The Open Inference Protocol over gRPC on the port compose publishes for it (CAPSNET_GRPC_PORT in the container)."""
+    import tritonclient.grpc as grpcclient
+
+    wait_ready(f"http://127.0.0.1:{stack[0]}")
+    with grpcclient.InferenceServerClient(stack[1]["GRPC_PUBLISH"]) as client:
+        assert client.is_server_ready() and client.is_model_ready("capsnet")
 
 
 def test_service_is_healthy_and_unprivileged(engine: Engine, stack: tuple[int, dict[str, str]]) -> None:

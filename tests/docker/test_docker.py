@@ -198,7 +198,9 @@ def test_compose_cpu_service_is_behind_the_cpu_profile_and_builds_the_cpu_image(
 @pytest.mark.parametrize("name", ["capsnet", "capsnet-cpu"])
 def test_compose_service_runtime_policy(name):
     service = load_compose()["services"][name]
-    assert "ports" not in service and service["expose"] == ["8000"], "reached through its edge only"
+    assert service["expose"] == ["8000"], "HTTP is reached through its edge only"
+    # gRPC is published beside the edge, on the port the service is told to serve it on
+    assert service["ports"] == ["${GRPC_PUBLISH:-8001}:8001"] and service["environment"]["CAPSNET_GRPC_PORT"] == "8001"
     assert service["restart"] == "unless-stopped"
     grace_s = compose_duration_s(service["stop_grace_period"])
     assert grace_s == 30
@@ -237,7 +239,8 @@ def test_compose_triton_profile_serves_the_repository_on_the_gpu():
     assert triton["deploy"]["resources"]["reservations"]["devices"] == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
     assert triton["healthcheck"]["test"][-1] == "http://localhost:8000/v2/health/ready"
     host_ports = [p.split(":")[0] for s in compose["services"].values() for p in s.get("ports", [])]
-    assert len(host_ports) - len(set(host_ports)) == 1, "only edge and edge-cpu share a host port (one or the other)"
+    # only edge and edge-cpu share a host port, and capsnet and capsnet-cpu their gRPC one (one variant or the other)
+    assert len(host_ports) - len(set(host_ports)) == 2
     assert {p.split(":")[1] for p in triton["ports"]} == {"8000", "8001", "8002"}
 
 
@@ -248,7 +251,7 @@ def test_compose_front_is_pointed_at_triton():
     assert front["build"] == compose["services"]["capsnet-cpu"]["build"]
     assert front["environment"]["CAPSNET_ENGINE_URL"] == "http://triton:8000"
     assert front["depends_on"] == {"triton": {"condition": "service_healthy"}}
-    env = {k: interpolation_default(v) for k, v in front["environment"].items()}
+    env = {k: interpolation_default(v) for k, v in _capsnet_variables(front["environment"]).items()}
     fields = {k.removeprefix("CAPSNET_").lower() for k in env}
     settings = _settings_from_env(env)
     assert fields <= set(settings), f"unknown settings: {sorted(fields - set(settings))}"
@@ -274,7 +277,8 @@ def test_compose_serves_each_variant_through_its_edge(edge, service, publish, po
     compose = load_compose()
     e, s = compose["services"][edge], compose["services"][service]
     assert e["image"].startswith("haproxy:2.") and e["volumes"] == ["./deploy/edge:/usr/local/etc/haproxy:ro"]
-    assert e["ports"] == [f"${{{publish}:-{port}}}:8000"] and "ports" not in s
+    assert e["ports"] == [f"${{{publish}:-{port}}}:8000"]
+    assert s.get("ports", []) in ([], ["${GRPC_PUBLISH:-8001}:8001"]), "HTTP through the edge only; gRPC beside it"
     assert e.get("profiles") == s.get("profiles")
     assert e["depends_on"] == {service: {"condition": "service_healthy"}}
     env = e["environment"]
@@ -296,8 +300,20 @@ def _settings_from_env(env: dict[str, str]) -> dict:
     return json.loads(result.stdout)
 
 
+def _capsnet_variables(env: dict) -> dict:
+    """The service's own settings of a compose environment; the OTEL_* beside them must be OpenTelemetry's variables
+    that service/tracing.py reads, passed through unset (tracing stays off unless the shell or .env sets them)."""
+    from service.settings import TracingSettings
+
+    otel = {k: v for k, v in env.items() if k.startswith("OTEL_")}
+    assert set(otel) <= {f"OTEL_{name.upper()}" for name in TracingSettings.model_fields}, sorted(otel)
+    assert all(v is None for v in otel.values()), otel
+    return {k: v for k, v in env.items() if not k.startswith("OTEL_")}
+
+
 def test_compose_environment_names_real_settings_with_the_service_defaults():
     env = load_compose()["services"]["capsnet"]["environment"]
+    env = _capsnet_variables(env)
     compose_defaults = {k: interpolation_default(v) for k, v in env.items()}
     from_compose = _settings_from_env(compose_defaults)
     service_defaults = _settings_from_env({})
@@ -305,7 +321,7 @@ def test_compose_environment_names_real_settings_with_the_service_defaults():
     assert fields <= set(service_defaults), f"unknown settings: {sorted(fields - set(service_defaults))}"
     # host, port and weights_dir are pinned to the image layout; the tunables keep the
     # service's own defaults so that compose and `python -m service` behave alike
-    for name in sorted(fields - {"host", "port", "weights_dir"}):
+    for name in sorted(fields - {"host", "port", "weights_dir", "grpc_port"}):
         assert from_compose[name] == service_defaults[name], name
     assert from_compose["host"] == "0.0.0.0" and from_compose["port"] == 8000
 

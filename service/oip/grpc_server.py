@@ -1,0 +1,260 @@
+"""The Open Inference Protocol over gRPC: Triton's GRPCInferenceService on CAPSNET_GRPC_PORT, beside the REST API.
+
+Why gRPC as well as REST: Triton and KServe clients speak both, and gRPC's binary framing spares a batch of tensors the
+JSON (or the binary extension's header) on every call; a client written against Triton's gRPC endpoint (tritonclient.grpc,
+perf_analyzer -i grpc) talks to this service unchanged. Why Triton's own service definition: the stubs that ship with
+tritonclient (tritonclient.grpc.service_pb2, service_pb2_grpc) are generated from Triton's grpc_service.proto and
+kept by its maintainers, so the wire format is Triton's by construction, not a copy of it.
+
+One service behind both transports: every call runs in the app's event loop on the app's state, through the same
+functions as /v2 (service/oip/models.py): the same models, batcher, queue limit and timeouts, the same failures with
+the status the service's one error table gives them (service/errors.py: GRPC_CODES is its gRPC column), the same
+per-model statistics, and on /metrics the same counters (`capsnet_requests_total` with method "GRPC", the endpoint the
+gRPC method's path, the status its gRPC code) and phase histograms (endpoint `grpc:/v2/models/<model>/infer`). A message
+larger than CAPSNET_MAX_BODY_BYTES is refused by gRPC itself before it is read (RESOURCE_EXHAUSTED).
+
+Served: ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelConfig, ModelStatistics and ModelInfer.
+The repository, shared-memory, trace and log RPCs are Triton's server administration, which this service does not
+have, and ModelStreamInfer (for decoupled models and sequences, which it has neither): UNIMPLEMENTED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import json_format
+from opentelemetry.trace import SpanKind
+from tritonclient.grpc import service_pb2 as pb
+from tritonclient.grpc import service_pb2_grpc
+
+from service.engine.batcher import Inference
+from service.errors import grpc_code
+from service.metrics import PROGRESS, Progress
+from service.oip import models
+from service.oip.codec import InferRequest, ModelSpec, OIPError
+from service.oip.grpc_codec import encode_infer, parse_infer
+from service.oip.models import VERSION
+from service.oip.triton_config import PLATFORM
+from service.state import AppState
+from service.tracing import GRPC_PROBES, request_id
+
+log = logging.getLogger("capsnet.grpc")
+T = TypeVar("T")
+
+SERVICE = "inference.GRPCInferenceService"
+# the codes OpenTelemetry's semantic conventions count as a server's error (the others are the client's)
+SERVER_ERRORS = frozenset({"UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"})
+
+
+def _metadata(context: grpc.aio.ServicerContext) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in context.invocation_metadata() or () if isinstance(v, str)]
+
+
+class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
+    """Each RPC as /v2 answers it, through service/oip/models.py."""
+
+    def __init__(self, state: AppState, name: str, version: str) -> None:
+        self.state, self.name, self.version = state, name, version
+
+    async def _answer(self, method: str, context: grpc.aio.ServicerContext, work: Callable[[], Awaitable[T]]) -> T:
+        """`work`, counted and traced as EdgeMiddleware counts and traces an HTTP request; a failure becomes the gRPC
+        status the error table gives it, with the message the REST body would carry."""
+        state, metrics = self.state, self.state.metrics
+        metadata = _metadata(context)
+        given = next((v for k, v in metadata if k == "x-request-id"), None)
+        progress = Progress(request_id(given) if given is not None else None)
+        tracing = state.tracing
+        if tracing is not None and method not in GRPC_PROBES:
+            attributes = {"rpc.system": "grpc", "rpc.service": SERVICE, "rpc.method": method}
+            progress.trace = tracing.start(f"{SERVICE}/{method}", SpanKind.SERVER, attributes, metadata, progress)
+        token = PROGRESS.set(progress)
+        start, code = time.perf_counter(), "OK"
+        try:
+            with metrics.serving():
+                return await work()
+        except asyncio.CancelledError:  # the client cancelled, or its deadline passed: nobody is there to answer
+            code, progress.gone = "CANCELLED", True
+            raise
+        except Exception as e:
+            status, message, headers = models.failure(e, f"gRPC {method}")
+            code = grpc_code(status)
+            if headers and "Retry-After" in headers:
+                context.set_trailing_metadata((("retry-after", headers["Retry-After"]),))
+            await context.abort(grpc.StatusCode[code], message)
+            raise  # abort raised already; this line is for the type checker
+        finally:
+            PROGRESS.reset(token)
+            endpoint = f"/{SERVICE}/{method}"
+            if progress.gone:
+                metrics.abandoned.labels(progress.phase).inc()
+            metrics.requests.labels(endpoint, "GRPC", code).inc()
+            metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
+            if progress.trace is not None:
+                progress.trace.end({"rpc.grpc.status_code": grpc.StatusCode[code].value[0]}, code in SERVER_ERRORS)
+
+    # ---- health ----
+
+    async def ServerLive(self, request: pb.ServerLiveRequest, context: grpc.aio.ServicerContext) -> pb.ServerLiveResponse:
+        return await self._answer("ServerLive", context, _constant(pb.ServerLiveResponse(live=True)))
+
+    async def ServerReady(self, request: pb.ServerReadyRequest, context: grpc.aio.ServicerContext) -> pb.ServerReadyResponse:
+        async def ready() -> pb.ServerReadyResponse:
+            try:
+                await models.server_ready(self.state)
+            except OIPError as e:
+                if e.status != 503:
+                    raise
+                return pb.ServerReadyResponse(ready=False)
+            return pb.ServerReadyResponse(ready=True)
+
+        return await self._answer("ServerReady", context, ready)
+
+    async def ModelReady(self, request: pb.ModelReadyRequest, context: grpc.aio.ServicerContext) -> pb.ModelReadyResponse:
+        async def ready() -> pb.ModelReadyResponse:
+            try:
+                models.spec(self.state, request.name, request.version)
+            except OIPError as e:
+                if e.status not in (404, 503):
+                    raise
+                # not ready, rather than an error, as Triton answers for a model it does not have (and as
+                # tritonclient's is_model_ready reads a 404 over REST)
+                return pb.ModelReadyResponse(ready=False)
+            return pb.ModelReadyResponse(ready=True)
+
+        return await self._answer("ModelReady", context, ready)
+
+    # ---- metadata, configuration, statistics ----
+
+    async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: grpc.aio.ServicerContext) -> pb.ServerMetadataResponse:
+        answer = pb.ServerMetadataResponse(name=self.name, version=self.version, extensions=models.EXTENSIONS)
+        return await self._answer("ServerMetadata", context, _constant(answer))
+
+    async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: grpc.aio.ServicerContext) -> pb.ModelMetadataResponse:
+        async def metadata() -> pb.ModelMetadataResponse:
+            spec = models.spec(self.state, request.name, request.version)
+            tensor = pb.ModelMetadataResponse.TensorMetadata
+            return pb.ModelMetadataResponse(
+                name=spec.name,
+                versions=[VERSION],
+                platform=PLATFORM,
+                inputs=[tensor(name=t.name, datatype=t.datatype, shape=t.shape) for t in spec.inputs],
+                outputs=[tensor(name=t.name, datatype=t.datatype, shape=t.shape) for t in spec.outputs],
+            )
+
+        return await self._answer("ModelMetadata", context, metadata)
+
+    async def ModelConfig(self, request: pb.ModelConfigRequest, context: grpc.aio.ServicerContext) -> pb.ModelConfigResponse:
+        async def config() -> pb.ModelConfigResponse:
+            return pb.ModelConfigResponse(config=models.config(self.state, request.name, request.version))
+
+        return await self._answer("ModelConfig", context, config)
+
+    async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: grpc.aio.ServicerContext) -> pb.ModelStatisticsResponse:
+        async def statistics() -> pb.ModelStatisticsResponse:
+            found = models.statistics(self.state, request.name, request.version)
+            return pb.ModelStatisticsResponse(model_stats=[json_format.ParseDict(s, pb.ModelStatistics()) for s in found])
+
+        return await self._answer("ModelStatistics", context, statistics)
+
+    # ---- inference ----
+
+    async def ModelInfer(self, request: pb.ModelInferRequest, context: grpc.aio.ServicerContext) -> pb.ModelInferResponse:
+        state = self.state
+
+        async def infer() -> pb.ModelInferResponse:
+            model = models.spec(state, request.model_name, request.model_version)
+
+            async def receive() -> tuple[Awaitable[InferRequest], float]:
+                return self._parse(model, request), 0.0  # the message is in: gRPC read it before the call began
+
+            async def encode(req: InferRequest, inference: Inference) -> pb.ModelInferResponse:
+                return encode_infer(model.name, VERSION, req.id, [(t, inference.out[t.name]) for t, _ in req.outputs])
+
+            return await models.infer(state, model, f"grpc:/v2/models/{model.name}/infer", receive, encode)
+
+        return await self._answer("ModelInfer", context, infer)
+
+    async def _parse(self, model: ModelSpec, request: pb.ModelInferRequest) -> InferRequest:
+        """Typed values are turned into arrays in the decode pool once the message is large (as a large REST body is
+        parsed there); raw bytes are read in place, which costs next to nothing."""
+        state = self.state
+        if request.raw_input_contents:
+            return parse_infer(model, request)
+        size = request.ByteSize()
+        if size <= state.settings.inline_parse_bytes:
+            return parse_infer(model, request)
+        return await state.decode_pool.run(lambda: parse_infer(model, request), size)
+
+
+def _unimplemented(method: str) -> Callable[..., Awaitable[Any]]:
+    async def refuse(self: InferenceServicer, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def work() -> Any:
+            raise OIPError(501, f"{method} is Triton's server administration, which this service does not have")
+
+        return await self._answer(method, context, work)
+
+    return refuse
+
+
+# Counted and answered as any other failure, rather than the generated servicer's NotImplementedError (logged as a crash)
+for _method in (
+    "ModelStreamInfer",
+    "RepositoryIndex",
+    "RepositoryModelLoad",
+    "RepositoryModelUnload",
+    "SystemSharedMemoryStatus",
+    "SystemSharedMemoryRegister",
+    "SystemSharedMemoryUnregister",
+    "CudaSharedMemoryStatus",
+    "CudaSharedMemoryRegister",
+    "CudaSharedMemoryUnregister",
+    "TraceSetting",
+    "LogSettings",
+):
+    setattr(InferenceServicer, _method, _unimplemented(_method))
+
+
+def _constant(answer: T) -> Callable[[], Awaitable[T]]:
+    async def give() -> T:
+        return answer
+
+    return give
+
+
+class GrpcServer:
+    """grpc.aio's server in the app's event loop, started and stopped by the app's lifespan (service/app.py)."""
+
+    def __init__(self, state: AppState, name: str, version: str) -> None:
+        self.state = state
+        self.server = grpc.aio.server(
+            options=[
+                # a message over the body limit is refused before it is read, as a REST body over it is
+                ("grpc.max_receive_message_length", state.settings.max_body_bytes),
+                ("grpc.max_send_message_length", -1),
+                # without this, a second process could bind the same port and take half the connections
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(state, name, version), self.server)
+        self.port = 0
+
+    async def start(self, host: str, port: int) -> None:
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            self.port = self.server.add_insecure_port(address)
+        except RuntimeError as e:
+            log.error("cannot listen for gRPC on %s: %s", address, e)
+            raise
+        if not self.port:
+            raise RuntimeError(f"cannot listen for gRPC on {address}")
+        await self.server.start()
+        log.info("gRPC (the Open Inference Protocol, %s) on %s", SERVICE, address)
+
+    async def stop(self, grace_s: float) -> None:
+        """New calls refused at once; calls in flight get `grace_s` to finish."""
+        await self.server.stop(grace_s)
