@@ -58,8 +58,10 @@ export: $(VENV)/.dev-installed  ## $(CHECKPOINT) -> weights/*.onnx (FP32 and INT
 quantize: $(VENV)/.dev-installed  ## weights/capsnet.onnx -> weights/capsnet-int8.onnx, accuracy and speed-up in the model card
 	$(BIN)/python -m model.quantize --data $(DATA)
 
-calibrate: $(VENV)/.dev-installed  ## the is_digit rule from MNIST -> weights/model-card.json (thresholds and their figures)
-	$(BIN)/python -m model.calibrate --data $(DATA)
+calibrate: $(VENV)/.dev-installed  ## the is_digit rule, fitted on MNIST and generated letters, scribbles and blank paper (fonts of requirements/fonts.txt) -> weights/model-card.json with its held-out figures
+	$(BIN)/python -m bench.honesty --split calibration --scale 3 --precision fp32 --data $(DATA) --save-inputs build/honesty/calibration.npz --results build/honesty
+	$(BIN)/python -m bench.honesty --split held_out --precision fp32 --data $(DATA) --save-inputs build/honesty/held-out.npz --results build/honesty
+	$(BIN)/python -m model.calibrate --data $(DATA) --sets build/honesty/calibration.npz --held-out build/honesty/held-out.npz
 
 atlas: $(VENV)/.dev-installed  ## what each pose dimension does, measured -> weights/dimensions.json (GET /dimensions, the sliders' names)
 	$(BIN)/python -m model.atlas --data $(DATA)
@@ -77,4 +79,4 @@ bench: $(VENV)/.dev-installed  ## benchmarks -> bench/results/*.json and BENCHMA
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache test-output
+	rm -rf $(VENV) .pytest_cache test-output build

@@ -1,4 +1,4 @@
-"""`python -m bench [--only roofline model profile service edge abandon triton grpc soak realinput insight containers pairs]`:
+"""`python -m bench [--only roofline model profile service edge abandon triton grpc soak realinput insight containers pairs honesty]`:
 run, write JSON, render BENCHMARKS.md."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from bench import (
     containers,
     edge,
     grpc,
+    honesty,
     insight,
     model,
     pairs,
@@ -26,6 +27,7 @@ from bench import (
     system,
     triton,
 )
+from model import MNIST_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -43,6 +45,7 @@ PARTS = (
     "insight",
     "containers",
     "pairs",
+    "honesty",
 )
 
 
@@ -121,6 +124,8 @@ def main(argv: list[str] | None = None) -> None:
         write("pairs", pairs.measure(args.weights, args.seconds, args.load_seconds))
     if "containers" in args.only:
         write("containers", containers.measure())
+    if "honesty" in args.only:
+        write("honesty", honesty.run("held_out", args.weights, ROOT / MNIST_DIR))
     # the project's BENCHMARKS.md renders the project's results; results kept elsewhere get theirs beside them
     out = ROOT / "BENCHMARKS.md" if args.results.resolve() == RESULTS.resolve() else args.results / "BENCHMARKS.md"
     out.write_text(report.render(args.results))

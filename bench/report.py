@@ -484,6 +484,7 @@ def render(results_dir: Path) -> str:
             ),
         ]
     parts += _grpc(load("grpc"))
+    parts += _honesty(load("honesty"))
     notes = results_dir / "NOTES.md"
     if notes.exists():
         parts += ["", notes.read_text().strip()]
@@ -555,5 +556,51 @@ def _grpc(data: dict | None) -> list[str]:
                     for r in traced["rows"]
                 ],
             ),
+        ]
+    return out
+
+
+def _honesty(data: dict | None) -> list[str]:
+    """bench/honesty.py: the blank and is_digit answers on what people upload, and what the rule costs a /predict."""
+    if not data:
+        return []
+    out = [
+        "",
+        "## Honest answers: blank, is_digit",
+        "",
+        f"The held-out sets (model/honesty_sets.py: fonts, seeds and MNIST digits the rule was not fitted on) as uploads "
+        f"through the service's preprocessing, engine ({data['model']['file']}) and the card's rule (bench/honesty.py). "
+        f"Flagged: not answered blank and is_digit false.",
+        "",
+        _table(
+            ["set", "kind", "n", "answered blank %", "flagged %", "read right %", "why (flagged)"],
+            [
+                [
+                    r["set"],
+                    r["kind"],
+                    r["n"],
+                    round(100 * r["blank"], 2),
+                    round(100 * r["flagged"], 2),
+                    "" if r.get("accuracy") is None else round(100 * r["accuracy"], 2),
+                    ", ".join(f"{k} {v}" for k, v in r.get("why", {}).items()),
+                ]
+                for r in data["sets"]
+            ],
+        ),
+    ]
+    score = data.get("signals", {}).get("rule_score")
+    if score:
+        out += [
+            "",
+            "ROC AUC of the rule's score, real digits against all non-digits not answered blank: "
+            f"{score['auc_digits_vs']['all_non_digits']}.",
+        ]
+    cost = data.get("rule_cost")
+    if cost:
+        out += [
+            "",
+            f"What the rule costs a /predict (its signals and the scorer, one input that is a digit; the answer of why is computed only "
+            f"for an input turned away): "
+            f"{cost['us_per_input']} us, against {cost['predict_ms']} ms for the engine's call on that input.",
         ]
     return out

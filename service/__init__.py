@@ -1,1 +1,1 @@
-"""capsnet-serve: the CapsNet's ONNX files behind a FastAPI service (onnxruntime, numpy and Pillow; no torch)."""
+"""capsnet-serve: the CapsNet's ONNX files behind a FastAPI service on onnxruntime (no torch: requirements/serve.txt)."""

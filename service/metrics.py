@@ -9,12 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
-if TYPE_CHECKING:
-    from service.tracing import RequestTrace
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 PHASE_BUCKETS = (0.0001, 0.00025, 0.0005, *LATENCY_BUCKETS)
@@ -40,7 +37,8 @@ class Progress:
         self.phase = "body"
         self.gone = False  # its client went away before the answer started
         self.request_id = request_id  # the client's X-Request-ID, else made when a log line or a span first needs one
-        self.trace: RequestTrace | None = None  # the request's server span, when it is traced (service/tracing.py)
+        # the request's server span when it is traced: a service.tracing.RequestTrace, which imports this module
+        self.trace: Any = None
 
 
 PROGRESS: ContextVar[Progress] = ContextVar("capsnet_progress")

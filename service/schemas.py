@@ -179,6 +179,14 @@ class PairPrediction(BaseModel):
     model: PairModelInfo
 
 
+class WhyNotDigit(BaseModel):
+    signals: Literal["blank", "lengths", "redraw", "pose"] = Field(
+        description="`blank`: no ink; `lengths`: no capsule is clearly longest; `redraw`: no capsule redraws the input well; "
+        "`pose`: the winner's pose is unlike any training digit's"
+    )
+    reason: str = Field(description="the same in a short phrase, as the page shows it", examples=["no capsule can redraw it"])
+
+
 class Prediction(BaseModel):
     prediction: int = Field(description="the digit whose capsule is longest", examples=[7])
     lengths: list[float] = Field(description="length of each of the 10 digit capsules, in (0,1)")
@@ -188,8 +196,12 @@ class Prediction(BaseModel):
     model: ModelInfo
     blank: bool = Field(description="no ink found in the input: nothing was drawn or the paper is empty (then is_digit is false)")
     is_digit: bool = Field(
-        description="the input is explained by a digit capsule: the winner is long enough and its reconstruction "
-        "matches the input (the rule and its calibration on MNIST are in the model card, `is_digit`)"
+        description="the capsules take the input for a digit: their lengths, how well the winner redraws it and the "
+        "winner's pose, read together (the rule, and how often it is right on letters, blank paper and real digits, are "
+        "in the model card, `is_digit`)"
+    )
+    why_not_digit: WhyNotDigit | None = Field(
+        description="when is_digit is false, which of the capsules' signals says so most; null for a digit"
     )
     recon_errors: list[float] = Field(
         description="[10] counterfactual reconstruction error of each digit capsule: the decoder run on "
@@ -220,6 +232,7 @@ class Prediction(BaseModel):
                     "poses": [EXAMPLE_POSE] * 10,
                     "blank": False,
                     "is_digit": True,
+                    "why_not_digit": None,
                     "recon_errors": [0.81, 0.74, 0.69, 0.72, 0.77, 0.71, 0.83, 0.12, 0.66, 0.58],
                     "reconstruction": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},
                     "input": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},

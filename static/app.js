@@ -345,7 +345,9 @@ import { createRoutingInspector } from "./routing.js";
     var p = data.prediction, digit = isDigit(data);
     els.prediction.textContent = data.blank ? "\u2013" : digit ? String(p) : "?";
     els.prediction.classList.toggle("is-dim", !digit);
-    els.verdictMain.textContent = data.blank ? "No digit drawn" : digit ? "It's a " + p : "This does not look like a digit";
+    var why = data.why_not_digit && data.why_not_digit.reason;
+    els.verdictMain.textContent = data.blank ? "No digit drawn" : digit ? "It's a " + p
+      : "This does not look like a digit" + (why ? ": " + why : "");
     els.verdict.classList.toggle("is-not-digit", !digit && !data.blank);
     var errors = data.recon_errors;
     var showClosest = !digit && !data.blank && !!errors;

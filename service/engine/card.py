@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from model import FP32_FILE
+from model.digit_rule import SIGNAL_NAMES, Scorer, judge
 
 
 class WeightsError(RuntimeError):
@@ -45,18 +47,35 @@ class FileEntry(_Section):
 
 
 class DigitRule(_Section):
-    """When an input is blank, and when it is a digit at all: the card's `is_digit` rule, written by
-    `python -m model.calibrate` from MNIST (its figures are in the card beside the thresholds)."""
+    """When an input is blank, and when it is a digit at all: the card's `is_digit` rule, fitted by
+    `python -m model.calibrate` and run by model/digit_rule.py (numpy only, the code it was fitted with); what it was
+    measured to do is in the card beside it."""
 
     blank_ink_below: float  # sum of the 28x28 input's ink: less is "nothing there" (preprocessing gives exact zeros)
-    min_length: float  # the winning capsule's length
-    max_recon_error: float  # the winning capsule's counterfactual reconstruction error (engine.recon_error)
+    signals: list[str]  # model.digit_rule.SIGNAL_NAMES as the rule was fitted on them
+    mean: list[float]
+    scale: list[float]
+    hidden_weight: list[list[float]]
+    hidden_bias: list[float]
+    out_weight: list[float]
+    out_bias: float
+    threshold: float
 
-    def judge(self, image: np.ndarray, lengths: np.ndarray, recon_errors: np.ndarray) -> tuple[bool, bool]:
-        """(blank, is_digit) for one input [1,S,S] and its lengths [10] and errors [10]."""
-        blank = float(image.sum()) < self.blank_ink_below
-        winner = int(lengths.argmax())
-        return blank, not blank and float(lengths[winner]) >= self.min_length and float(recon_errors[winner]) <= self.max_recon_error
+    @model_validator(mode="after")
+    def _same_signals(self) -> DigitRule:
+        if tuple(self.signals) != SIGNAL_NAMES:
+            raise ValueError("is_digit.rule was fitted on other signals than model/digit_rule.py computes: run `python -m model.calibrate`")
+        return self
+
+    @cached_property
+    def scorer(self) -> Scorer:
+        arrays = {k: np.asarray(getattr(self, k), np.float32) for k in ("mean", "scale", "hidden_weight", "hidden_bias", "out_weight")}
+        return Scorer(**arrays, out_bias=self.out_bias, threshold=self.threshold)
+
+    def judge(self, images: np.ndarray, out: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str] | None]]:
+        """(blank [N], is_digit [N], why [N]: None for a digit, else the signal group and its phrase) for inputs
+        [N,1,S,S] and the engine's `lengths`, `recon_errors` and `poses` of them."""
+        return judge(self.scorer, self.blank_ink_below, images, out["lengths"], out["recon_errors"], out["poses"])
 
 
 class IsDigit(_Section):

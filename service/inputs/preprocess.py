@@ -32,6 +32,10 @@ INK_LIKE_SPREAD = 0.5  # six "noise" sigmas past half the ink range: that spread
 MIN_PEAK = 0.3  # the digit's strongest stroke has at least this contrast: fainter marks are paper texture, not a digit
 GROUP_MARGIN = 0.4  # other components within this fraction of the main one's size belong to the same digit (a 5's flag)
 GROUP_MIN_MASS = 0.05  # ... when they carry at least this share of its ink (smaller ones are specks)
+MIN_MARK_PX = 12  # fewer pixels than this is a speck of dust or a hot pixel: the smallest MNIST digit has 45 of 784 ...
+MIN_MARK_SHARE = 3e-4  # ... and in a large frame, fewer than this share of it (a photographed digit covers 0.28% or more)
+SOFT_EDGE = 0.3  # on a thumbnail, a stroke's edge climbs at least this share of its contrast per pixel ...
+FAINT_PEAK = 0.45  # ... or the mark is this strong: a soft, faint patch there is the light's slope or a shadow, not ink
 TIGHT_SIDE = 128  # a photographed digit that reaches the frame's edge is read on a copy at most this large ...
 TIGHT_BLUR = 1.0  # ... its grain smoothed by a Gaussian this wide (px) at that size, narrower on a smaller image ...
 TIGHT_CONTRAST = 0.3  # ... two levels this far apart (ink on paper; a shadow on paper is less) ...
@@ -238,8 +242,8 @@ def strongest_group(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     x0, y0, x1, y1 = x[main] - margin, y[main] - margin, x[main] + bw[main] + margin, y[main] + bh[main] + margin
     near = (x < x1) & (x + bw > x0) & (y < y1) & (y + bh > y0) & (mass >= GROUP_MIN_MASS * mass[main])
     keep = near.astype(np.uint8)[labels]
-    if float(signed[keep > 0].max()) < MIN_PEAK:
-        return None
+    if np.count_nonzero(keep) < max(MIN_MARK_PX, MIN_MARK_SHARE * h * w) or float(signed[keep > 0].max()) < MIN_PEAK:
+        return None  # blank paper: a speck, or marks too faint to be a stroke
     return keep, mask
 
 
@@ -279,7 +283,20 @@ def find_digit(grey: np.ndarray) -> np.ndarray:
                 break
     if not uniform and found is not None and (tight := _tight_photo(grey)) is not None and _fills_frame(tight):
         return tight  # a small photo: its light can change across it too
+    if found is not None and min(h, w) < FLAT_BELOW and _soft_and_faint(signed, found[0]):
+        found = None  # a thumbnail of empty paper under a lamp: too small to take its light out, so judged by the mark's shape
     return _strokes(signed, found)
+
+
+def _soft_and_faint(signed: np.ndarray, keep: np.ndarray) -> bool:
+    """A patch whose contrast rises slowly (a shadow's or a lamp's gradient) and stays faint: pen strokes and printed
+    glyphs have edges that climb to their contrast within a pixel or two, however small the image."""
+    peak = _quantile(signed[keep > 0], 0.95)
+    if peak >= FAINT_PEAK:
+        return False
+    gradient = np.hypot(cv2.Sobel(signed, cv2.CV_32F, 1, 0, ksize=3), cv2.Sobel(signed, cv2.CV_32F, 0, 1, ksize=3)) / 8.0
+    around = cv2.dilate(keep, np.ones((3, 3), np.uint8)) > 0
+    return _quantile(gradient[around], 0.95) < SOFT_EDGE * peak
 
 
 Found = tuple[np.ndarray, np.ndarray] | None  # strongest_group's: the digit's components and the ink mask

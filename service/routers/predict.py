@@ -47,6 +47,7 @@ from service.threads import in_thread
 
 router = APIRouter(tags=["predict"], route_class=BodyRoute)
 M = TypeVar("M", bound=BaseModel)
+Verdicts = tuple[np.ndarray, np.ndarray, list]  # DigitRule.judge's blank, is_digit and why, one row per input
 
 
 def _body_spec(json_model: type, multiple: bool | None) -> dict:
@@ -86,17 +87,19 @@ def _result(
     image: np.ndarray,
     state: AppState,
     extras: set[str],
+    verdicts: Verdicts,
     routing: tuple[dict[str, np.ndarray], int | None] | None = None,
 ) -> dict[str, Any]:
     card = state.card
     lengths, errors = out["lengths"][i], out["recon_errors"][i]
-    blank, is_digit = card.digit_rule.judge(image, lengths, errors)
+    blank, is_digit, why = verdicts[0][i], verdicts[1][i], verdicts[2][i]
     r: dict[str, Any] = {
         "prediction": int(lengths.argmax()),
         "lengths": rounded(lengths),
         "poses": rounded(out["poses"][i]),
-        "blank": blank,
-        "is_digit": is_digit,
+        "blank": bool(blank),
+        "is_digit": bool(is_digit),
+        "why_not_digit": None if why is None else {"signals": why[0], "reason": why[1]},
         "recon_errors": rounded(errors),
         "reconstruction": picture(out["reconstruction"][i, 0], PIXELS in extras),
         "input": picture(image[0], PIXELS in extras),
@@ -230,7 +233,8 @@ async def predict(body: Upload, state: ReadyDep, extras: Extras, pairs: TwoDigit
 
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         routing = await _trace(inference.out, extras, capsule_type, state)
-        return FastJSON(_result(inference.out, 0, images[0], state, extras, routing))  # ~0.1 ms: cheaper than a thread hop
+        verdicts = state.card.digit_rule.judge(images, inference.out)
+        return FastJSON(_result(inference.out, 0, images[0], state, extras, verdicts, routing))  # ~0.1 ms: cheaper than a thread hop
 
     return (await run_phases(state.metrics, "/predict", _images(body, state, batch=False), model, answer, body.parse_s)).result
 
@@ -252,7 +256,8 @@ async def predict_batch(body: Upload, state: ReadyDep, extras: Extras, routing_t
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         out = inference.out
         routing = await _trace(out, extras, capsule_type, state)
-        results = await in_thread(lambda: [_result(out, i, images[i], state, extras, routing) for i in range(len(images))])
+        verdicts = state.card.digit_rule.judge(images, out)
+        results = await in_thread(lambda: [_result(out, i, images[i], state, extras, verdicts, routing) for i in range(len(images))])
         return FastJSON({"results": results})
 
     return (await run_phases(state.metrics, "/predict/batch", _images(body, state, batch=True), model, answer, body.parse_s)).result

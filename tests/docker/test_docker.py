@@ -34,7 +34,7 @@ REQUIREMENTS = REPO / "requirements"
 SERVE_REQUIREMENTS = "requirements/serve.txt"
 ORT_REQUIREMENTS = {"gpu": "requirements/ort-gpu.txt", "cpu": "requirements/ort-cpu.txt"}
 CPU_BASE_IMAGE = "python:3.11-slim-bookworm"
-IMAGE_COPIES = {"service", "static", "templates", "weights", "model/__init__.py", "model/affine.py", "model/idx.py"}
+IMAGE_COPIES = {"service", "static", "templates", "weights", "model/__init__.py", "model/affine.py", "model/idx.py", "model/digit_rule.py"}
 ENTRY_POINT = ["python", "-m", "service"]
 HEALTHCHECK_CMD = ["python", "-m", "service.healthcheck"]
 
@@ -401,9 +401,11 @@ def test_image_copies_the_serving_files_only():
     for keyword, args in dockerfile_instructions():
         assert keyword != "ADD", "use COPY"
         if keyword == "COPY":
-            # of model/, only the affine transforms /probe applies and the IDX reader (numpy, OpenCV): no training code, no torch
+            # of model/, only the affine transforms /probe applies, the IDX reader (numpy, OpenCV) and the is_digit rule
+            # (numpy): no training code, no torch
             assert not re.search(r"\b(checkpoints|tests|torch)\b", args), args
-            assert not re.search(r"\bmodel/", args) or args == "model/__init__.py model/affine.py model/idx.py model/", args
+            allowed = "model/__init__.py model/affine.py model/idx.py model/digit_rule.py model/"
+            assert not re.search(r"\bmodel/", args) or args == allowed, args
 
     runtime = stages[-1]
     sources = []
@@ -459,7 +461,7 @@ def test_dockerignore_keeps_the_context_to_the_serving_files():
         SERVE_REQUIREMENTS, *ORT_REQUIREMENTS.values(), "service/__main__.py",
         "service/healthcheck.py", "static/app.js", "templates/index.html",
         "weights/capsnet.onnx", "weights/decoder.onnx", "weights/model-card.json", "weights/routing.onnx", "model/affine.py",
-        "model/idx.py", "weights/multimnist.onnx", "weights/multimnist-decoder.onnx",
+        "model/idx.py", "model/digit_rule.py", "weights/multimnist.onnx", "weights/multimnist-decoder.onnx",
     ]:  # fmt: skip
         assert not dockerignore_excludes(path), f"{path} is needed by the image but ignored"
     for keyword, args in dockerfile_instructions():

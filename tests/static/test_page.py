@@ -644,13 +644,14 @@ def test_digit_verdict_and_counterfactual_strip(session: tuple[Any, Watch], digi
 
 
 def test_non_digit_upload(page: Any) -> None:
-    """Ink that no capsule redraws well (an asterisk): the page says it is not a digit and shows the closest reconstruction."""
+    """Ink that no capsule redraws well (an asterisk): the page says it is not a digit, and why, and shows the closest
+    reconstruction."""
     body = upload(page, "asterisk.png", digit_png(ASTERISK)).json()
     assert body["blank"] is False and body["is_digit"] is False, (
         f"an asterisk should not pass as a digit: {body['lengths']}, {body['recon_errors']}"
     )
     verdict = page.get_by_test_id("verdict")
-    wait_verdict(page, "This does not look like a digit")
+    wait_verdict(page, f"This does not look like a digit: {body['why_not_digit']['reason']}")  # the signal that says so
     best = min(range(10), key=body["recon_errors"].__getitem__)
     expect(verdict).to_contain_text(f"closest: {best}, error {body['recon_errors'][best]:.2f}")
     expect(page.get_by_test_id("prediction")).to_have_text("?")

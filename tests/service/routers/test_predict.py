@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
+import cv2
 import numpy as np
 import onnxruntime as ort
 import pytest
 from PIL import Image
 
+from model import honesty_sets as hs
 from tests.conftest import MNIST, WEIGHTS
 from tests.service.helpers import b64, encode, png_pixels, stroke_digit_one
 
@@ -206,3 +209,42 @@ def test_route_dependencies_run_on_the_event_loop(client):
     for route in routes:
         for call in calls(route.dependant):
             assert inspect.iscoroutinefunction(call), f"{route.path} depends on {call.__name__}, which runs in the thread pool"
+
+
+def _answers(client, images: list[np.ndarray]) -> list[dict]:
+    out = []
+    for im in images:
+        ok, png = cv2.imencode(".png", im)
+        assert ok
+        r = client.post("/predict", files={"file": ("upload.png", png.tobytes(), "image/png")})
+        assert r.status_code == 200, r.text
+        out.append(r.json())
+    return out
+
+
+def _flagged(answers: list[dict]) -> float:
+    return float(np.mean([not a["blank"] and not a["is_digit"] for a in answers]))
+
+
+@pytest.mark.skipif(not MNIST.is_dir(), reason=f"MNIST not found at {MNIST}")
+def test_letters_blank_paper_and_real_digits_are_answered_honestly(client):
+    """Uploads as people make them, from the held-out sets (fonts, seeds and MNIST test digits the rule was never fitted
+    on): letters are turned away, blank paper is blank, real digits, even blurry low-resolution ones, are digits; and
+    every turned-away answer says why. The model card holds the same figures on the full sets."""
+    if not hs.fonts_for("held_out"):
+        if os.environ.get("CAPSNET_REQUIRE_FONTS") == "1":
+            pytest.fail(f"no fonts: apt-get install {' '.join(hs.FONT_PACKAGES)}")
+        pytest.skip(f"no fonts: apt-get install {' '.join(hs.FONT_PACKAGES)}")
+    letters = _answers(client, hs.glyphs("held_out", 60, photographed=False)[0] + hs.glyphs("held_out", 60, photographed=True)[0])
+    paper = _answers(client, hs.blank("held_out", 100, jpeg=True)[0])
+    photos = _answers(client, hs.mnist_photo("held_out", 100, MNIST)[0])
+    low_res = _answers(client, hs.mnist_8x8("held_out", 100, MNIST)[0])
+    assert _flagged(letters) >= 0.85, "letters should be turned away"  # 95% on the card's 3,000
+    assert np.mean([a["blank"] for a in paper]) >= 0.97  # 99% and more on the card's 1,000
+    assert _flagged(photos) <= 0.06 and _flagged(low_res) <= 0.2  # 2% and 10% on the card's 800 each
+    for a in letters + paper + photos + low_res:
+        if a["is_digit"]:
+            assert a["why_not_digit"] is None
+        else:
+            assert a["why_not_digit"]["signals"] in ("blank", "lengths", "redraw", "pose") and a["why_not_digit"]["reason"]
+            assert (a["why_not_digit"]["signals"] == "blank") == a["blank"]

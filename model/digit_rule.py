@@ -1,0 +1,114 @@
+"""Whether an input is a digit at all, from what the capsules say of it: the rule the service applies to every /predict
+and `python -m model.calibrate` fits. numpy only, so the service (which has no torch) runs the very code that was fitted.
+
+Why more than a threshold: a capsule network always has a longest capsule, so a letter or a scribble gets some digit.
+One length or one reconstruction error alone separates badly (a typed `A` is a long 4 that the 4's capsule redraws
+fairly well). The capsules say more than one number, and the signals below are read together:
+
+- lengths: the winner's length, its lead over the runner-up and the sum of the nine losers' lengths. A digit has one
+  long capsule and nine short ones; a letter often has several half-long ones.
+- redraw: how well the winner's capsule redraws the input from its own pose, against how well the best other capsule
+  does (the paper's Figure 3; Frosst, Sabour & Hinton's DARCCC). What no capsule can redraw is no digit it knows.
+- pose: the winner's 16 pose dimensions. A digit's capsule encodes stroke, width, skew in a range the training digits
+  span; a letter that wins a capsule sits outside it (an `H` read as a 4 has a 4's length but no 4's pose).
+
+A small network (one hidden layer of tanh units) scores the standardised signals; `is_digit` is score >= threshold.
+It is fitted on MNIST training digits, their photographed, cropped and low-resolution forms, against letters, symbols,
+scribbles and blank paper generated from fonts and seeds of the calibration split (model/honesty_sets.py), never on
+test digits. When it says no, `why` names the group whose signals pull the score down the most: set to what a typical
+training digit shows, that group alone would raise the score the most.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# name -> (what the answer says, the signal columns it covers)
+GROUPS: dict[str, tuple[str, slice]] = {
+    "lengths": ("no capsule claims it clearly", slice(0, 4)),
+    "redraw": ("no capsule can redraw it", slice(4, 7)),
+    "pose": ("its pose is unlike any digit's", slice(7, 23)),
+}
+BLANK = ("blank", "no ink found")
+SIGNAL_NAMES = (
+    "winner_length",
+    "minus_other_lengths",
+    "length_lead",
+    "minus_second_length",
+    "minus_log_winner_error",
+    "log_error_lead",
+    "minus_log_min_error",
+    *(f"winner_pose_{d}" for d in range(16)),
+)
+_EPS = 1e-3  # a perfect redraw's error is 0: its log is kept finite
+
+
+def signals(lengths: np.ndarray, errors: np.ndarray, poses: np.ndarray) -> np.ndarray:
+    """lengths [N,10], recon errors [N,10], poses [N,10,16] -> signals [N,23] (SIGNAL_NAMES), each larger for a digit."""
+    n = len(lengths)
+    rows = np.arange(n)
+    order = np.argsort(-lengths, axis=1)
+    ranked = np.take_along_axis(lengths, order, axis=1)  # [N,10], longest first
+    winner = order[:, 0]
+    won = errors[rows, winner]
+    others = errors.copy()
+    others[rows, winner] = np.inf
+    best_other = others.min(1)
+    log_won = np.log(won + _EPS)
+    columns = [
+        ranked[:, 0],
+        -ranked[:, 1:].sum(1),
+        ranked[:, 0] - ranked[:, 1],
+        -ranked[:, 1],
+        -log_won,
+        np.log(best_other + _EPS) - log_won,
+        -np.log(errors.min(1) + _EPS),
+    ]
+    return np.concatenate([np.stack(columns, 1), poses[rows, winner]], 1).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """The fitted network: standardise with the training digits' mean and scale, tanh layer, linear read-out."""
+
+    mean: np.ndarray  # [23]
+    scale: np.ndarray  # [23]
+    hidden_weight: np.ndarray  # [H,23]
+    hidden_bias: np.ndarray  # [H]
+    out_weight: np.ndarray  # [H]
+    out_bias: float
+    threshold: float
+
+    def score_standardised(self, z: np.ndarray) -> np.ndarray:
+        return np.tanh(z @ self.hidden_weight.T + self.hidden_bias) @ self.out_weight + self.out_bias
+
+    def score(self, s: np.ndarray) -> np.ndarray:
+        """signals [N,23] -> [N]: >= threshold is a digit."""
+        return self.score_standardised((s - self.mean) / self.scale)
+
+    def why(self, s: np.ndarray) -> list[str]:
+        """signals [N,23] -> the group (GROUPS) that, set to a typical digit's (0 after standardising), raises each
+        score the most."""
+        z = (s - self.mean) / self.scale
+        base = self.score_standardised(z)
+        gains = []
+        for _, columns in GROUPS.values():
+            typical = z.copy()
+            typical[:, columns] = 0.0
+            gains.append(self.score_standardised(typical) - base)
+        names = list(GROUPS)
+        return [names[i] for i in np.argmax(np.stack(gains, 1), 1)]
+
+
+def judge(scorer: Scorer, blank_ink_below: float, images: np.ndarray, lengths: np.ndarray, errors: np.ndarray, poses: np.ndarray):
+    """images [N,1,S,S] and the capsules' outputs -> (blank [N], is_digit [N], why [N]: None, or (group, phrase))."""
+    blank = images.reshape(len(images), -1).sum(1) < blank_ink_below
+    s = signals(lengths, errors, poses)
+    digit = (scorer.score(s) >= scorer.threshold) & ~blank
+    turned_away = np.flatnonzero(~digit & ~blank)  # only these need the answer of why (three more passes of the scorer)
+    why: list[tuple[str, str] | None] = [BLANK if b else None for b in blank]
+    for i, group in zip(turned_away, scorer.why(s[turned_away]) if len(turned_away) else []):
+        why[i] = (group, GROUPS[group][0])
+    return blank, digit, why
