@@ -6,6 +6,7 @@ form clients already generate code from (tests/service/routers/openapi.json)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from fastapi import Depends, Query, Request
@@ -47,17 +48,11 @@ Upload = Annotated[Body, Depends(_checked_body)]
 IncludeQuery = Annotated[str | None, Query(alias="include", include_in_schema=False)]
 
 
-async def _extras(include: IncludeQuery = None) -> set[str]:
-    """?include=a,b: every extra the one-digit network's answers can add."""
-    return included(include, EXTRAS)
-
-
 async def _pixels(include: IncludeQuery = None) -> bool:
     """?include= on a route whose only extra is `pixels` (/probe, /reconstruct)."""
     return PIXELS in included(include, {PIXELS})
 
 
-Extras = Annotated[set[str], Depends(_extras)]
 WithPixels = Annotated[bool, Depends(_pixels)]
 
 
@@ -74,9 +69,10 @@ def _type_or_mean(value: object) -> int | None:
 RoutingType = Annotated[int | None, BeforeValidator(_type_or_mean), Query(alias="routing_type", include_in_schema=False)]
 
 
-async def _two_digit(
-    state: ReadyDep, model: Annotated[Literal["capsnet", NAME], Query(alias="model", include_in_schema=False)] = "capsnet"
-) -> PairEngine | None:
+ModelQuery = Annotated[Literal["capsnet", NAME], Query(alias="model", include_in_schema=False)]
+
+
+def _pairs(state: AppState, model: str) -> PairEngine | None:
     """The two-digit network when `?model=multimnist` asks for it (None: the MNIST one); 404 when it is not served here."""
     if model == "capsnet":
         return None
@@ -86,7 +82,35 @@ async def _two_digit(
     return state.pairs
 
 
+async def _two_digit(state: ReadyDep, model: ModelQuery = "capsnet") -> PairEngine | None:
+    return _pairs(state, model)
+
+
 TwoDigit = Annotated[PairEngine | None, Depends(_two_digit)]
+
+
+@dataclass(frozen=True, slots=True)
+class PredictQuery:
+    """/predict's and /predict/batch's query, parsed by one dependency: each dependency FastAPI solves costs the event
+    loop time on every request, the hottest route's most of all."""
+
+    extras: set[str]  # ?include=: what the one-digit network's answers add
+    routing_type: int | None  # ?routing_type=, with include=routing
+    pairs: PairEngine | None  # ?model=multimnist (/predict only)
+
+
+async def _predict_query(
+    state: ReadyDep, include: IncludeQuery = None, routing_type: RoutingType = None, model: ModelQuery = "capsnet"
+) -> PredictQuery:
+    return PredictQuery(included(include, EXTRAS), routing_type, _pairs(state, model))
+
+
+async def _batch_query(include: IncludeQuery = None, routing_type: RoutingType = None) -> PredictQuery:
+    return PredictQuery(included(include, EXTRAS), routing_type, None)
+
+
+PredictArgs = Annotated[PredictQuery, Depends(_predict_query)]
+BatchArgs = Annotated[PredictQuery, Depends(_batch_query)]
 
 
 def capsnet_only(extras: set[str], routing_type: int | None) -> None:

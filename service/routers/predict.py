@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from model.affine import Affine, warp
-from service.deps import Extras, ReadyDep, RoutingType, TwoDigit, Upload, WithPixels, capsnet_only
+from service.deps import BatchArgs, PredictArgs, ReadyDep, Upload, WithPixels, capsnet_only
 from service.engine.batcher import Inference
 from service.engine.two_digit import NAME as PAIRS
 from service.engine.two_digit import PairEngine
@@ -216,17 +216,18 @@ async def _predict_pair(body: Body, state: AppState, pairs: PairEngine, with_pix
     openapi_extra={**_body_spec(PredictJSON, multiple=False), "parameters": [INCLUDE_PARAM, ROUTING_TYPE_PARAM, MODEL_PARAM]},
     summary="Classify one digit (or, with ?model=multimnist, two overlapping ones): capsule lengths, poses, reconstruction",
 )
-async def predict(body: Upload, state: ReadyDep, extras: Extras, pairs: TwoDigit, routing_type: RoutingType = None) -> FastJSON:
+async def predict(body: Upload, state: ReadyDep, query: PredictArgs) -> FastJSON:
     """Send an image as multipart field `file`, as JSON `{"image": base64}`, or MNIST-like `{"pixels": 28x28}`.
 
     Images are made to look like MNIST first (ink bright on black, fit to 20x20, centred by mass);
     `pixels` go to the network as they are. With `?model=multimnist` the picture holds two overlapping digits (dark on
     light or light on dark, any size; `pixels` 36x36): both are scaled together onto the 36x36 canvas, and the answer names
     each digit the capsules find and redraws each from its own capsule."""
-    if pairs is not None:
-        capsnet_only(extras, routing_type)
-        return await _predict_pair(body, state, pairs, PIXELS in extras)
-    capsule_type = _capsule_type(extras, routing_type, state)
+    extras = query.extras
+    if query.pairs is not None:
+        capsnet_only(extras, query.routing_type)
+        return await _predict_pair(body, state, query.pairs, PIXELS in extras)
+    capsule_type = _capsule_type(extras, query.routing_type, state)
 
     def model(images: np.ndarray) -> Awaitable[Inference]:
         return state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
@@ -246,9 +247,10 @@ async def predict(body: Upload, state: ReadyDep, extras: Extras, pairs: TwoDigit
     openapi_extra=_with_include(_body_spec(PredictBatchJSON, multiple=True)),
     summary="Classify several digits in one request",
 )
-async def predict_batch(body: Upload, state: ReadyDep, extras: Extras, routing_type: RoutingType = None) -> FastJSON:
+async def predict_batch(body: Upload, state: ReadyDep, query: BatchArgs) -> FastJSON:
     """Several `file` parts, `{"images": [...]}` or `{"pixels": [N x 28 x 28]}`, up to the configured maximum (64)."""
-    capsule_type = _capsule_type(extras, routing_type, state)
+    extras = query.extras
+    capsule_type = _capsule_type(extras, query.routing_type, state)
 
     def model(images: np.ndarray) -> Awaitable[Inference]:
         return state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
