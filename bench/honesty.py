@@ -25,7 +25,7 @@ import numpy as np
 
 from model import MNIST_DIR
 from model import honesty_sets as hs
-from model.digit_rule import signals
+from model.digit_rule import auc, signals
 from service.engine.card import DigitRule, ModelCard, load_card
 from service.engine.local import Engine, load_engine
 from service.inputs.uploads import DecodePool, to_inputs
@@ -81,21 +81,6 @@ SIGNALS: dict[str, tuple[str, Signal]] = {
         lambda x, ln, er, po, r: x.sum((1, 2), where=x > 0.1) / np.maximum((x > 0.1).sum((1, 2)), 1),
     ),
 }
-
-
-def auc(positive: np.ndarray, negative: np.ndarray) -> float | None:
-    """P(a positive scores above a negative), ties counting half (Mann-Whitney); None when either side is empty."""
-    if not len(positive) or not len(negative):
-        return None
-    scores = np.concatenate([positive, negative])
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores), np.float64)
-    ranks[order] = np.arange(1, len(scores) + 1)
-    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
-    sums = np.bincount(inverse, weights=ranks)
-    ranks = (sums / counts)[inverse]  # ties share their mean rank
-    n1, n0 = len(positive), len(negative)
-    return float((ranks[:n1].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
 def _png(image: np.ndarray) -> bytes:

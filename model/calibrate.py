@@ -32,7 +32,7 @@ from tqdm import tqdm
 from model import DECODER_FILE, FP32_FILE, MNIST_DIR
 from model.cli import log_to_console
 from model.data import load_mnist
-from model.digit_rule import GROUPS, SIGNAL_NAMES, Scorer, judge, signals
+from model.digit_rule import GROUPS, SIGNAL_NAMES, Scorer, auc, judge, recon_error, signals
 from model.honesty_sets import SETS
 
 log = logging.getLogger("capsnet.calibrate")
@@ -42,12 +42,6 @@ DEFINITION = (
     "blank = sum of x < blank_ink_below; is_digit = not blank and score(signals(lengths, recon_errors, poses)) >= threshold, "
     "signals and score as model/digit_rule.py defines them (a tanh layer on the standardised signals)"
 )
-
-
-def recon_error(images: np.ndarray, recon: np.ndarray) -> np.ndarray:
-    """images [N,S,S], recon [N,K,S,S] -> [N,K], as DEFINITION states (the service computes it in service/engine/local.py)."""
-    ink = np.maximum(np.square(images).sum((-2, -1)), 1.0)
-    return np.square(recon - images[:, None]).sum((-2, -1)) / ink[:, None]
 
 
 def capsule_outputs(weights: Path, model_file: str, images: np.ndarray, batch: int = 250) -> tuple[np.ndarray, ...]:
@@ -105,24 +99,6 @@ def fit(z: np.ndarray, is_digit: np.ndarray, hidden: int, seed: int = 0) -> dict
     }
 
 
-def scorer_of(rule: dict) -> Scorer:
-    """The card's `rule` as the scorer it states (the service reads it the same way, service/engine/card.py)."""
-    arrays = {k: np.asarray(rule[k], np.float32) for k in ("mean", "scale", "hidden_weight", "hidden_bias", "out_weight")}
-    return Scorer(**arrays, out_bias=float(rule["out_bias"]), threshold=float(rule["threshold"]))
-
-
-def auc(positive: np.ndarray, negative: np.ndarray) -> float:
-    """P(a positive scores above a negative), ties counted half: the ROC curve's area."""
-    if not len(positive) or not len(negative):
-        return float("nan")
-    scores = np.concatenate([positive, negative])
-    ranks = np.empty(len(scores))
-    ranks[np.argsort(scores, kind="mergesort")] = np.arange(1, len(scores) + 1)
-    _, tie = np.unique(scores, return_inverse=True)
-    ranks = (np.bincount(tie, ranks) / np.bincount(tie))[tie]  # equal scores share their mean rank
-    return float((ranks[: len(positive)].sum() - len(positive) * (len(positive) + 1) / 2) / (len(positive) * len(negative)))
-
-
 def measure(scorer: Scorer, blank_ink: float, weights: Path, model_file: str, sets: dict[str, dict[str, np.ndarray]]) -> dict:
     """Per held-out set: answered blank, flagged (not blank, not a digit), read right; the score's ROC AUC, real digits
     against everything that is not one, on the inputs not answered blank."""
@@ -140,7 +116,8 @@ def measure(scorer: Scorer, blank_ink: float, weights: Path, model_file: str, se
         if "labels" in part:
             row["read_right"] = round(float((lengths.argmax(1) == part["labels"]).mean()), 4)
         rows[name] = row
-    return {"auc": round(auc(np.concatenate(digit_scores), np.concatenate(other_scores)), 4), "sets": rows}
+    separation = auc(np.concatenate(digit_scores), np.concatenate(other_scores))
+    return {"auc": None if separation is None else round(separation, 4), "sets": rows}
 
 
 def calibrate(
@@ -175,7 +152,7 @@ def calibrate(
         "out_bias": round(params["out_bias"], 6),
         "threshold": round(threshold, 6),
     }
-    rounded = scorer_of(rule)  # what the service will run: the card's rounded figures
+    rounded = Scorer.from_rule(rule)  # what the service will run: the card's rounded figures
     report: dict = {
         "train_images": len(train),
         "quantile": quantile,

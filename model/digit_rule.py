@@ -21,7 +21,9 @@ training digit shows, that group alone would raise the score the most.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +45,14 @@ SIGNAL_NAMES = (
     *(f"winner_pose_{d}" for d in range(16)),
 )
 _EPS = 1e-3  # a perfect redraw's error is 0: its log is kept finite
+
+
+def recon_error(images: np.ndarray, recon: np.ndarray) -> np.ndarray:
+    """images [N,S,S], recon [N,K,S,S] -> [N,K]: sum of squared differences over the input's own sum of squares
+    (floored at 1, a few pixels of ink), so the figure means the same for a thin 1 and a bold 8: 0 is a perfect
+    redraw, 1 as far off as an empty image. The service's counterfactuals and the fitting both call this one."""
+    ink = np.maximum(np.square(images).sum((-2, -1)), 1.0)
+    return np.square(recon - images[:, None]).sum((-2, -1)) / ink[:, None]
 
 
 def signals(lengths: np.ndarray, errors: np.ndarray, poses: np.ndarray) -> np.ndarray:
@@ -81,6 +91,12 @@ class Scorer:
     out_bias: float
     threshold: float
 
+    @classmethod
+    def from_rule(cls, rule: Mapping[str, Any]) -> Scorer:
+        """The model card's `is_digit.rule` (its lists of figures) as the scorer it states."""
+        arrays = {k: np.asarray(rule[k], np.float32) for k in ("mean", "scale", "hidden_weight", "hidden_bias", "out_weight")}
+        return cls(**arrays, out_bias=float(rule["out_bias"]), threshold=float(rule["threshold"]))
+
     def score_standardised(self, z: np.ndarray) -> np.ndarray:
         return np.tanh(z @ self.hidden_weight.T + self.hidden_bias) @ self.out_weight + self.out_bias
 
@@ -112,3 +128,16 @@ def judge(scorer: Scorer, blank_ink_below: float, images: np.ndarray, lengths: n
     for i, group in zip(turned_away, scorer.why(s[turned_away]) if len(turned_away) else []):
         why[i] = (group, GROUPS[group][0])
     return blank, digit, why
+
+
+def auc(positive: np.ndarray, negative: np.ndarray) -> float | None:
+    """P(a positive scores above a negative), ties counting half (Mann-Whitney); None when either side is empty."""
+    if not len(positive) or not len(negative):
+        return None
+    scores = np.concatenate([positive, negative])
+    ranks = np.empty(len(scores), np.float64)
+    ranks[np.argsort(scores, kind="mergesort")] = np.arange(1, len(scores) + 1)
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    ranks = (np.bincount(inverse, weights=ranks) / counts)[inverse]  # ties share their mean rank
+    n1, n0 = len(positive), len(negative)
+    return float((ranks[:n1].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))

@@ -69,8 +69,7 @@ class DigitRule(_Section):
 
     @cached_property
     def scorer(self) -> Scorer:
-        arrays = {k: np.asarray(getattr(self, k), np.float32) for k in ("mean", "scale", "hidden_weight", "hidden_bias", "out_weight")}
-        return Scorer(**arrays, out_bias=self.out_bias, threshold=self.threshold)
+        return Scorer.from_rule(self.model_dump())
 
     def judge(self, images: np.ndarray, out: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str] | None]]:
         """(blank [N], is_digit [N], why [N]: None for a digit, else the signal group and its phrase) for inputs

@@ -14,6 +14,7 @@ import numpy as np
 import onnxruntime as ort
 
 from model import DECODER_FILE, FP32_FILE
+from model.digit_rule import recon_error
 from service.engine import cores
 from service.engine.card import ModelCard, WeightsError, choose_precision, model_file_for
 from service.engine.protocol import Signature, TensorSpec
@@ -35,14 +36,6 @@ def fetched(fetch: frozenset[str]) -> list[str]:
     """BASE_OUTPUTS, then those of `fetch` the graph has, in a fixed order: a name no graph output carries is ignored
     here rather than failing the whole batch in onnxruntime (the protocol's router has refused unknown names already)."""
     return [*BASE_OUTPUTS, *sorted(fetch & EXTRA_OUTPUTS)]
-
-
-def recon_error(images: np.ndarray, recon: np.ndarray) -> np.ndarray:
-    """images [N,S,S], recon [N,K,S,S] -> [N,K]: sum of squared differences over the input's own sum of squares
-    (floored at 1, a few pixels of ink), so the figure means the same for a thin 1 and a bold 8: 0 is a perfect
-    redraw, 1 as far off as an empty image. model/calibrate.py states the same definition in the model card."""
-    ink = np.maximum(np.square(images).sum((-2, -1)), 1.0)
-    return np.square(recon - images[:, None]).sum((-2, -1)) / ink[:, None]
 
 
 def counterfactuals(

@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 
-from model.calibrate import DEFINITION, auc, capsule_outputs, fit, recon_error, scorer_of
-from model.digit_rule import SIGNAL_NAMES
+from model.calibrate import DEFINITION, auc, capsule_outputs, fit, recon_error
+from model.digit_rule import SIGNAL_NAMES, Scorer
 from service.engine.card import load_card
 from service.engine.local import load_engine
 from tests.conftest import WEIGHTS
@@ -44,7 +44,7 @@ def test_the_fit_separates_what_it_is_shown():
     digits, others = rng.normal(1.0, 0.5, (400, 4)), rng.normal(-1.0, 0.5, (400, 4))
     params = fit(np.concatenate([digits, others]), np.r_[np.ones(400), np.zeros(400)].astype(np.float32), hidden=4)
     rule = {"mean": [0.0] * 4, "scale": [1.0] * 4, **{k: np.asarray(v).tolist() for k, v in params.items()}, "threshold": 0.0}
-    scorer = scorer_of(rule)
+    scorer = Scorer.from_rule(rule)
     assert (scorer.score(digits) > 0).mean() > 0.97 and (scorer.score(others) < 0).mean() > 0.97
 
 
