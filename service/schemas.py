@@ -433,6 +433,19 @@ class OIPErrorBody(BaseModel):
     error: str = Field(examples=["Request for unknown model: 'capsnet2' is not found"])
 
 
+class ServerLive(BaseModel):
+    live: bool = Field(examples=[True])
+
+
+class ServerReady(BaseModel):
+    ready: bool = Field(examples=[True])
+
+
+class ModelReady(BaseModel):
+    name: str = Field(examples=["capsnet"])
+    ready: bool = Field(examples=[True])
+
+
 class ServerMetadata(BaseModel):
     name: str = Field(examples=["capsnet-serve"])
     version: str = Field(examples=["1.0.0"])

@@ -14,6 +14,7 @@ from PIL import Image, UnidentifiedImageError
 from service.errors import BadInput, TooLarge
 
 ALLOWED_FORMATS = {"PNG", "JPEG", "GIF", "BMP", "WEBP", "MPO"}  # MPO: what phones call a JPEG
+ALLOWED_OPEN = sorted(ALLOWED_FORMATS - {"MPO"})  # Pillow's JPEG plugin opens an MPO file as MPO
 
 
 _WHITESPACE = b" \t\n\r\x0b\x0c"
@@ -44,9 +45,8 @@ def open_image(data: bytes, max_pixels: int) -> Image.Image:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            im = Image.open(io.BytesIO(data))
-            if im.format not in ALLOWED_FORMATS:
-                raise BadInput(f"unsupported image format {im.format}; send PNG, JPEG, GIF, BMP or WebP")
+            # only the allowed formats' header parsers see a stranger's bytes: Pillow tries no other plugin (PSD, FITS, ...)
+            im = Image.open(io.BytesIO(data), formats=ALLOWED_OPEN)
             w, h = im.size
             if w * h > max_pixels:
                 raise TooLarge(f"image is {w}x{h} = {w * h} pixels, over the {max_pixels} pixel limit")

@@ -37,9 +37,12 @@ from service.schemas import (
     InferenceRequest,
     InferenceResponse,
     ModelMetadata,
+    ModelReady,
     ModelStatistics,
     OIPErrorBody,
+    ServerLive,
     ServerMetadata,
+    ServerReady,
     TritonModelConfig,
 )
 from service.state import OIP_MODELS, AppState
@@ -92,20 +95,24 @@ async def server_metadata(request: Request) -> JSONResponse:
 router.add_api_route("/v2/", server_metadata, methods=["GET"], include_in_schema=False)  # the spec's spelling; tritonclient asks /v2
 
 
-@router.get("/v2/health/live", response_class=Response, summary="Server live: the process answers (200, no body)")
+# the bodies are the KServe v2 REST protocol's (kserve's client reads them; tritonclient reads the status alone)
+LIVE, READY = b'{"live":true}', b'{"ready":true}'
+
+
+@router.get("/v2/health/live", response_model=ServerLive, summary='Server live: the process answers (200, {"live": true})')
 async def server_live() -> Response:
-    return Response()
+    return Response(LIVE, media_type="application/json")
 
 
 @router.get(
     "/v2/health/ready",
-    response_class=Response,
+    response_model=ServerReady,
     responses={503: ERRORS[503]},
-    summary="Server ready: every model loaded and warm (200, no body); 503 before",
+    summary='Server ready: every model loaded and warm (200, {"ready": true}); 503 before',
 )
 async def server_ready(state: StateDep) -> Response:
     await models.server_ready(state)
-    return Response()
+    return Response(READY, media_type="application/json")
 
 
 @router.get("/v2/models/stats", response_model=ModelStatistics, summary="Inference statistics of every model (Triton's extension)")
@@ -120,9 +127,8 @@ def _metadata(state: AppState, name: str, version: str) -> JSONResponse:
     return JSONResponse(models.spec(state, name, version).metadata(VERSION))
 
 
-def _ready(state: AppState, name: str, version: str) -> Response:
-    models.spec(state, name, version)
-    return Response()
+def _ready(state: AppState, name: str, version: str) -> JSONResponse:
+    return JSONResponse({"name": models.spec(state, name, version).name, "ready": True})
 
 
 def _config(state: AppState, name: str, version: str) -> JSONResponse:
@@ -225,7 +231,7 @@ async def model_metadata(request: Request, model_name: ModelName, state: StateDe
     return _metadata(state, model_name, _version(request))
 
 
-async def model_ready(request: Request, model_name: ModelName, state: StateDep) -> Response:
+async def model_ready(request: Request, model_name: ModelName, state: StateDep) -> JSONResponse:
     return _ready(state, model_name, _version(request))
 
 
@@ -259,8 +265,8 @@ _both(
     "/ready",
     model_ready,
     ("model_ready", "model_version_ready"),
-    ("Model ready (200, no body)", "Model version ready (200, no body)"),
-    response_class=Response,
+    ("Model ready (200, its name and ready: true)", "Model version ready (200, its name and ready: true)"),
+    response_model=ModelReady,
     responses=ERRORS,
 )
 _both(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 
 import numpy as np
@@ -19,3 +20,25 @@ def test_png_decodes_to_the_rounded_values(shape):
     im.load()  # checks every chunk's CRC and the zlib stream
     assert im.mode == "L" and im.size == (shape[1], shape[0])
     assert np.array_equal(np.asarray(im), (np.clip(x, 0, 1) * 255 + 0.5).astype(np.uint8))
+
+
+@pytest.mark.parametrize("fmt, plugin", [("TIFF", "TiffImagePlugin.TiffImageFile"), ("SGI", "SgiImagePlugin.SgiImageFile")])
+def test_a_format_pillow_knows_but_the_service_does_not_take_is_refused_unread(fmt, plugin, monkeypatch):
+    """A stranger's bytes meet only the allowed formats' parsers: the plugin of another format is never asked to open them."""
+    import importlib
+
+    from service.errors import BadInput
+    from service.inputs.images import open_image
+
+    module, cls = plugin.split(".")
+    target = getattr(importlib.import_module(f"PIL.{module}"), cls)
+    opened = []
+    monkeypatch.setattr(target, "_open", lambda self: opened.append(fmt))
+    buf = io.BytesIO()
+    Image.new("RGB", (20, 20), "white").save(buf, format=fmt)
+    with pytest.raises(BadInput, match="not a readable PNG, JPEG, GIF, BMP or WebP"):
+        open_image(buf.getvalue(), 1_000_000)
+    assert opened == []
+    with contextlib.suppress(Exception):  # where every plugin may try, that one is asked (and, stubbed here, fails)
+        Image.open(io.BytesIO(buf.getvalue()))
+    assert opened == [fmt]

@@ -427,3 +427,29 @@ def test_openapi_documents_the_v2_routes(client):
         "/v2/models/{model_name}/versions/{model_version}/infer",
     ):
         assert path in spec["paths"], path
+
+
+def test_kserves_own_rest_client_reads_health_and_readiness(server):
+    """The KServe SDK's InferenceRESTClient (protocol v2) reads the health bodies as the KServe v2 REST protocol has
+    them: {"live": true}, {"ready": true}, {"name": ..., "ready": true}. In a process of its own, as its users run it:
+    kserve's and tritonclient's generated protos share the package name `inference` and cannot load into one process."""
+    import subprocess
+    import sys
+
+    script = f"""
+import asyncio
+from kserve import InferenceRESTClient, RESTConfig
+
+async def ask():
+    client = InferenceRESTClient(RESTConfig(protocol="v2", retries=0, timeout=30))
+    try:
+        return [await client.is_server_live("{server.url}"), await client.is_server_ready("{server.url}"),
+                await client.is_model_ready("{server.url}", "capsnet"), await client.is_model_ready("{server.url}", "decoder")]
+    finally:
+        await client.close()
+
+print(asyncio.run(ask()))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[True, True, True, True]"
