@@ -11,7 +11,7 @@ CHECKPOINT ?= checkpoints/best.pt
 SERVE_REQS := requirements/serve.txt requirements/ort-cpu.txt
 DEV_REQS   := $(SERVE_REQS) requirements/train.txt requirements/test.txt
 
-.PHONY: install run test train resume train-multimnist export-multimnist evaluate export quantize calibrate atlas routing baseline robustness bench clean
+.PHONY: install run test train resume train-multimnist export-multimnist calibrate-pairs evaluate export quantize calibrate atlas routing baseline robustness bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,8 +46,12 @@ PAIR_RESUME := $(or $(RESUME),$(wildcard weights/multimnist.onnx))
 train-multimnist: $(VENV)/.dev-installed  ## MultiMNIST (two overlapping digits, 36x36): goes on from weights/multimnist.onnx when it is there, else from the MNIST weights; checkpoints in checkpoints/multimnist/ (RESUME=checkpoints/multimnist/last.pt continues one)
 	$(BIN)/python -m model.train_multimnist --data $(DATA) $(if $(PAIR_RESUME),--resume $(PAIR_RESUME)) $(ARGS)
 
-export-multimnist: $(VENV)/.dev-installed  ## checkpoints/multimnist/best.pt -> weights/multimnist*.onnx and the card's multimnist entry, only if it reads both digits of 0.5 point more of the 10,000 test pairs
+export-multimnist: $(VENV)/.dev-installed  ## checkpoints/multimnist/best.pt -> weights/multimnist*.onnx and the card's multimnist entry, only if it reads both digits of 0.5 point more of the 10,000 test pairs; then calibrate-pairs
 	$(BIN)/python -m model.export_multimnist --data $(DATA)
+	$(MAKE) calibrate-pairs
+
+calibrate-pairs: $(VENV)/.dev-installed  ## the two-digit network's one-or-two rule, fitted on training digits alone and in pairs as they arrive through each path (pixels, upload, canvas) -> the card's multimnist.second_digit, with its figures on test digits
+	$(BIN)/python -m bench.pair_paths --calibrate --n 1000 --data $(DATA)
 
 evaluate: $(VENV)/.dev-installed  ## accuracy of weights/capsnet.onnx on the 10k test set (onnxruntime)
 	$(BIN)/python -m model.evaluate --data $(DATA) --onnx weights/capsnet.onnx

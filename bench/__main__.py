@@ -1,4 +1,4 @@
-"""`python -m bench [--only roofline model profile service edge abandon triton grpc soak realinput insight containers pairs honesty]`:
+"""`python -m bench [--only PART ...]` (PARTS below: roofline, the model, the service, ..., the page, pairs by path):
 run, write JSON, render BENCHMARKS.md."""
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from bench import (
     honesty,
     insight,
     model,
+    page,
+    pair_paths,
     pairs,
     profile,
     realinput,
@@ -46,6 +48,8 @@ PARTS = (
     "containers",
     "pairs",
     "honesty",
+    "page",
+    "pair_paths",
 )
 
 
@@ -126,6 +130,10 @@ def main(argv: list[str] | None = None) -> None:
         write("containers", containers.measure())
     if "honesty" in args.only:
         write("honesty", honesty.run("held_out", args.weights, ROOT / MNIST_DIR))
+    if "pair_paths" in args.only:
+        write("pair_paths", pair_paths.measure(args.weights, ROOT / MNIST_DIR))
+    if "page" in args.only:
+        write("page", page.measure(args.weights))
     # the project's BENCHMARKS.md renders the project's results; results kept elsewhere get theirs beside them
     out = ROOT / "BENCHMARKS.md" if args.results.resolve() == RESULTS.resolve() else args.results / "BENCHMARKS.md"
     out.write_text(report.render(args.results))

@@ -485,6 +485,8 @@ def render(results_dir: Path) -> str:
         ]
     parts += _grpc(load("grpc"))
     parts += _honesty(load("honesty"))
+    parts += _page(load("page"))
+    parts += _pair_paths(load("pair_paths"))
     notes = results_dir / "NOTES.md"
     if notes.exists():
         parts += ["", notes.read_text().strip()]
@@ -604,3 +606,62 @@ def _honesty(data: dict | None) -> list[str]:
             f"{cost['us_per_input']} us, against {cost['predict_ms']} ms for the engine's call on that input.",
         ]
     return out
+
+
+def _page(data: dict | None) -> list[str]:
+    """bench/page.py: the pose sliders in Chromium, the decoder in the browser against the server drawing each move."""
+    if not data or "drags" not in data:
+        return []
+    return [
+        "",
+        "## The pose sliders: the decoder in the browser",
+        "",
+        f"Headless Chromium, a drawn 0, then slider 1 dragged across {data['positions']} positions at {data['hz']} Hz (the moves "
+        "fired as a hand fires them); Chromium's network emulation adds the round trip. `browser`: the page's own decoder "
+        "(static/capsule_decoder.js); `server`: the weights refused, so each move goes to /reconstruct as the page falls back.",
+        "",
+        _table(
+            ["round trip ms", "decoder", "moves/s", "pictures/s during the drag", "last picture after the last move ms"],
+            [
+                [d["rtt_ms"], d["where"], d.get("moves_per_s"), d["pictures_per_s_during_drag"], d["last_picture_after_last_move_ms"]]
+                for d in data["drags"]
+            ],
+        ),
+        "",
+        f"First touch of a slider to the first picture drawn in the browser (nothing cached, loopback): "
+        f"{data['first_touch_to_picture_here_ms']} ms, the decoder file's {data['decoder_file_bytes']:,} bytes fetched and checked "
+        f"against the card's sha256; then {data['ms_a_picture_in_the_browser']} ms a picture. The page's first load, which fetches no "
+        f"weights: {data['page_first_load_bytes']:,} bytes.",
+    ]
+
+
+def _pair_paths(data: dict | None) -> list[str]:
+    """bench/pair_paths.py: lone digits and pairs through each path, read by the two-digit network and the card's rule."""
+    if not data or "card_rule" not in data:
+        return []
+    rows = [
+        [
+            path,
+            round(100 * f["lone_called_two"], 1),
+            round(100 * f["lone_read_right"], 1),
+            round(100 * f["pairs_called_one"], 1),
+            round(100 * f["pairs_both_named"], 1),
+            round(100 * f["pairs_two_longest_right"], 1),
+        ]
+        for path, f in data["card_rule"].items()
+    ]
+    return [
+        "",
+        f"## Two digits as people send them ({data['model']})",
+        "",
+        f"{data['per_path']} lone MNIST test digits and {data['per_path']} test pairs (each digit shifted up to 4 px, as "
+        "MultiMNIST makes them) through each path: JSON pixels; uploads (dark ink on white, "
+        + ", ".join(data["uploads"])
+        + "); the page's canvas (pen strokes traced from each digit, drawn with its round pen). Read by the committed "
+        "network and the card's one-or-two rule (bench/pair_paths.py).",
+        "",
+        _table(
+            ["path", "lone called two %", "lone read right %", "pairs called one %", "pairs, both named %", "pairs, two longest right %"],
+            rows,
+        ),
+    ]

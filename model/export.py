@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from model import DECODER_FILE, FP32_FILE, INT8_FILE, MNIST_DIR
 from model.capsnet import CapsNet, CapsNetConfig, count_parameters
 from model.cli import log_to_console
+from model.decoder_layout import tensors as decoder_tensors
 from model.machine import cpu_model
 from model.train import checkpoint_weights
 
@@ -172,6 +173,7 @@ def build_card(
         "decoder": {
             "inputs": {"digit": ["N"], "pose": ["N", cfg.digit_dim]},
             "outputs": {"reconstruction": ["N", 1, cfg.image_size, cfg.image_size]},
+            "tensors": decoder_tensors(decoder_path),  # where the page's decoder reads each layer (model/decoder_layout.py)
         },
         "onnx": {"opset": OPSET, "dynamic_axes": {"batch": 0}, "exporter": f"torch.onnx (dynamo) {torch.__version__}"},
         "files": {

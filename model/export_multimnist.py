@@ -30,6 +30,7 @@ from model import MNIST_DIR, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
 from model.capsnet import CapsNet, count_parameters
 from model.cli import log_to_console
 from model.data import load_tensors
+from model.decoder_layout import tensors as decoder_tensors
 from model.export import OPSET, PARITY_ATOL, ExportedDecoder, _export, hardware, sha256
 from model.multimnist import CONFIG, MAX_SHIFT, TEST_SEED, both_right, fixed_test_pairs, place
 from model.train import checkpoint_weights
@@ -178,6 +179,7 @@ def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, t
             "file": DECODER,
             "inputs": {"digit": ["N"], "pose": ["N", cfg.digit_dim]},
             "outputs": {"reconstruction": ["N", 1, cfg.image_size, cfg.image_size]},
+            "tensors": decoder_tensors(dec),  # where the page's decoder reads each layer (model/decoder_layout.py)
         },
         "files": {n: {"sha256": sha256(p), "bytes": p.stat().st_size} for n, p in ((FILE, net), (DECODER, dec))},
         "onnx": {"opset": OPSET, "dynamic_axes": {"batch": 0}},

@@ -20,6 +20,8 @@ from model.data import random_shift
 
 CANVAS = 36
 MAX_SHIFT = 4
+INK = 0.1  # what counts as ink for a composite's box, as the service's preprocessing counts it
+SERVED_BOX = 23  # the longer side of the ink an upload or a drawing is scaled to by the service (the card's pair_box)
 TEST_SEED = 2017  # the 10,000 test pairs every evaluation and the model card use
 CONFIG = CapsNetConfig(image_size=CANVAS)  # the MNIST network on 36x36: primary capsules on a 10x10 grid (3200)
 
@@ -61,6 +63,61 @@ def make_pairs(images: Tensor, labels: Tensor, base: Tensor, generator: torch.Ge
         b[alone] = 0.0
         second[alone] = -1
     return Pairs(image=(a + b).clamp_(0.0, 1.0), digits=torch.stack([a, b], dim=1), labels=torch.stack([labels[base], second], dim=1))
+
+
+def ink_box(image: Tensor) -> Tensor:
+    """[B,1,S,S] -> [B]: the longer side of each image's ink box in px (0 for a blank image)."""
+    ink = image[:, 0] > INK  # [B,S,S]
+    side = ink.shape[-1]
+    span = []
+    for hit in (ink.any(2), ink.any(1)):  # [B,S]: rows, then columns, holding ink
+        first = hit.float().argmax(1)
+        last = side - 1 - hit.flip(1).float().argmax(1)
+        span.append(torch.where(hit.any(1), last - first + 1, torch.zeros_like(first)))
+    return torch.maximum(*span).float()
+
+
+def as_served(pairs: Pairs, box: Tensor) -> Pairs:
+    """Each composite as the service hands it to the network: its ink's longer side scaled to `box` [B] px and its centre
+    of mass put at the canvas's centre (service/inputs/preprocess.fit_and_centre), the digits alone moved with it.
+
+    An upload or a drawing has no canvas to keep: the service scales whatever ink it finds, so a lone digit arrives larger
+    than MNIST drew it and a pair smaller. Trained on both, the network reads them where they land."""
+    b, _, side, _ = pairs.image.shape
+    stack = torch.cat([pairs.image, pairs.digits.flatten(1, 2)], 1)  # [B,3,S,S]
+    scale = (box / ink_box(pairs.image).clamp(min=1.0)).view(b, 1, 1)
+    weight = pairs.image[:, 0]
+    mass = weight.sum((1, 2)).clamp(min=1e-6)
+    at = torch.arange(side, dtype=weight.dtype, device=weight.device)
+    cy = (weight.sum(2) * at).sum(1).view(b, 1, 1) / mass.view(b, 1, 1)
+    cx = (weight.sum(1) * at).sum(1).view(b, 1, 1) / mass.view(b, 1, 1)
+    centre = (side - 1) / 2.0
+    y = cy + (at.view(1, side, 1) - centre) / scale  # [B,S,1]: the input row each output row samples
+    x = cx + (at.view(1, 1, side) - centre) / scale  # [B,1,S]
+    grid = torch.stack([x.expand(b, side, side), y.expand(b, side, side)], -1)
+    grid = (2.0 * grid + 1.0) / side - 1.0  # pixel centres -> grid_sample's [-1, 1] (align_corners=False)
+    out = F.grid_sample(stack, grid, mode="bilinear", padding_mode="zeros", align_corners=False).clamp_(0.0, 1.0)
+    return Pairs(image=out[:, :1].contiguous(), digits=out[:, 1:].unsqueeze(2).contiguous(), labels=pairs.labels)
+
+
+def make_training_pairs(
+    images: Tensor, labels: Tensor, base: Tensor, generator: torch.Generator | None, single_share: float, served_share: float
+) -> Pairs:
+    """make_pairs, then a `served_share` of the composites rescaled as the service would hand them over (as_served), the
+    box jittered a pixel each way as the service's rounding and anti-aliasing move it."""
+    pairs = make_pairs(images, labels, base, generator, single_share)
+    if served_share <= 0:
+        return pairs
+    n = len(base)
+    pick = torch.rand(n, generator=generator, device=images.device) < served_share
+    box = SERVED_BOX + torch.randint(-1, 2, (n,), generator=generator, device=images.device).float()
+    served = as_served(pairs, box)
+    keep = pick.view(n, 1, 1, 1)
+    return Pairs(
+        image=torch.where(keep, served.image, pairs.image),
+        digits=torch.where(keep.unsqueeze(1), served.digits, pairs.digits),
+        labels=pairs.labels,
+    )
 
 
 def fixed_test_pairs(images: Tensor, labels: Tensor, count: int = 10_000) -> Pairs:

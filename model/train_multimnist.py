@@ -33,7 +33,7 @@ from model import FP32_FILE, MNIST_DIR
 from model.capsnet import CapsNet, CapsNetConfig, margin_loss
 from model.cli import log_to_console
 from model.data import load_tensors
-from model.multimnist import CONFIG, Pairs, both_right, fixed_test_pairs, make_pairs, two_hot
+from model.multimnist import CONFIG, Pairs, both_right, fixed_test_pairs, make_training_pairs, two_hot
 from model.train import WeightAverage, epoch_record, optimise, save_epoch
 
 log = logging.getLogger("capsnet.train_multimnist")
@@ -52,8 +52,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--single-share",
         type=float,
-        default=0.15,
+        default=0.2,
         help="share of training examples that hold one digit only (not in the paper: so that a lone digit is answered as one)",
+    )
+    p.add_argument(
+        "--served-share",
+        type=float,
+        default=0.5,
+        help="share of training composites rescaled as the service hands an upload or a drawing over (ink's longer side to "
+        "the served box, centred by mass; not in the paper: so that what people draw and upload is read as test pairs are)",
     )
     p.add_argument(
         "--bf16",
@@ -285,7 +292,7 @@ def train(args: argparse.Namespace) -> dict:
             if budget is not None and budget.spent():
                 log.info("the budget of %.1f min is spent: the epoch ends after %d of %d pairs", args.budget_minutes, seen, len(base))
                 break
-            batch = make_pairs(xtr, ytr, base[i : i + args.batch_size], gen, args.single_share)
+            batch = make_training_pairs(xtr, ytr, base[i : i + args.batch_size], gen, args.single_share, args.served_share)
             batch = Pairs(batch.image.contiguous(memory_format=torch.channels_last), batch.digits, batch.labels)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
                 outs = forward_pairs(model, batch.image, batch.labels)
@@ -309,6 +316,7 @@ def train(args: argparse.Namespace) -> dict:
             "epoch": state["epoch"],
             "pairs_seen": state["pairs_seen"],
             "single_share": args.single_share,
+            "served_share": args.served_share,
             "bf16": args.bf16,
             "frozen": args.freeze,
             **epoch_record(totals.double().cpu().numpy(), steps, train_s, opt),

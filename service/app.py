@@ -19,6 +19,7 @@ from service import tracing
 from service.engine import cores
 from service.engine.batcher import Batcher
 from service.engine.card import WeightsError, load_card, verify_files
+from service.engine.decoder_files import decoder_files
 from service.engine.local import load_engine
 from service.engine.protocol import InferenceEngine
 from service.engine.remote import connect_engine
@@ -86,6 +87,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.atlas = load_atlas(state)
     state.routing = routing
     state.pairs = pairs
+    state.decoder_files = await to_thread.run_sync(decoder_files, s.weights_dir, card, pairs.card if pairs else None)
     state.test_digits = TestDigits(s.mnist_dir)
     workers = cores.workers(s.workers, engine, ms_per_image)
     state.batcher = Batcher(

@@ -58,14 +58,20 @@ def rounded(x: np.ndarray) -> np.ndarray:
 
 
 def pair_answer(
-    engine: PairEngine, out: dict[str, np.ndarray], image: np.ndarray, blank_rule: DigitRule, with_pixels: bool = False
+    engine: PairEngine,
+    out: dict[str, np.ndarray],
+    image: np.ndarray,
+    blank_rule: DigitRule,
+    with_pixels: bool = False,
+    path: str | None = None,
 ) -> dict[str, Any]:
     """One input's answer: the digits found (two, one, or none: never a second digit the capsules do not back), the two
-    longest capsules' redrawings, and what the network saw. `image` [1,S,S]; blank as the MNIST card's rule says."""
+    longest capsules' redrawings, and what the network saw. `image` [1,S,S]; blank as the MNIST card's rule says; `path`
+    how it came (model.pair_rule.PATHS), whose threshold tells one digit from two."""
     lengths = out["lengths"][0]
     ranked = [int(k) for k in np.argsort(-lengths, kind="stable")[:2]]
     blank = float(image.sum()) < blank_rule.blank_ink_below
-    second = float(lengths[ranked[1]]) >= engine.card.second_digit.second_min_length
+    second = bool(engine.card.second_digit.two(out["lengths"][:1], out["reconstructions"][:1], image[None], path)[0])
     found = [] if blank else ranked[: 2 if second else 1]
     card = engine.card
     return {

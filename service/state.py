@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from service.engine.batcher import Batcher
 from service.engine.card import ModelCard
+from service.engine.decoder_files import DecoderFile
 from service.engine.protocol import InferenceEngine
 from service.engine.routing_inspector import Tracer
 from service.engine.two_digit import DECODER_NAME, NAME, PairEngine
@@ -29,6 +30,7 @@ class AppState:
     routing: Tracer | None = None  # weights/routing.onnx, for ?include=routing (service/engine/routing_inspector.py)
     pairs: PairEngine | None = None  # the MultiMNIST network, when the card has it and the models run here (service/engine/two_digit.py)
     test_digits: TestDigits | None = None  # MNIST's test set where the server has it: the page's random pairs
+    decoder_files: dict[str, DecoderFile] = field(default_factory=dict)  # the decoders the page may run itself, by model
     atlas: dict | None = None  # weights/dimensions.json when it was measured on this model (routers/dimensions.py)
     ready: bool = False
     tracing: Tracing | None = None  # OpenTelemetry, when the OTEL_* variables turn it on (service/tracing.py)

@@ -8,6 +8,7 @@
  * This module draws and predicts, and drives the decoder (sections 1-5); static/routing.js (the routing inspector)
  * and static/probe.js (the equivariance probe) each own a section and share `state` with it.
  */
+import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
 import { Channel } from "./channel.js";
 import { createPairs } from "./pairs.js";
 import { createProbe } from "./probe.js";
@@ -27,6 +28,7 @@ import { createRoutingInspector } from "./routing.js";
   var LIVE_INTERVAL_MS = 100; // predictions while a stroke is being drawn
   var PREDICT_PATH = "/predict?include=counterfactuals,routing,pixels"; // pixels: the probe sends back what the network saw
   var FIGURE_DELAY_MS = 150; // the Figure 4 grid waits for the drawing to settle
+  var FIGURE_DELTAS = [-0.25, -0.2, -0.15, -0.1, -0.05, 0, 0.05, 0.1, 0.15, 0.2, 0.25]; // the server's /perturb default
   var EXPORT_SIZE = 280; // the drawing is sent as a 280x280 PNG whatever the screen size
 
   function $(id) { return document.getElementById(id); }
@@ -53,8 +55,12 @@ import { createRoutingInspector } from "./routing.js";
     perturbGrid: $("perturb-grid"),
     figureDigit: $("figure-digit"),
     provider: $("provider"),
-    rtt: $("rtt")
+    rtt: $("rtt"),
+    decoderWhere: $("decoder-where")
   };
+  // The sliders and Figure 4 redraw in this browser once the decoder's weights are in (static/capsule_decoder.js);
+  // until then, or where it cannot, /reconstruct and /perturb draw them.
+  var decoder = new CapsuleDecoder(decoderSpec(app, "decoder"), CFG.numClasses, CFG.digitDim);
   var bars = [];
   for (var k = 0; k < CFG.numClasses; k++) {
     var track = $("length-bar-" + k);
@@ -149,10 +155,12 @@ import { createRoutingInspector } from "./routing.js";
     setStatus("Could not draw the Figure 4 grid: " + err.message, true);
   });
 
-  function setImage(img, png) {
-    if (img === els.reconstruction) setImage(els.poseMirror, png);
-    if (png) {
-      img.src = "data:image/png;base64," + png;
+  function setImage(img, png) { setPicture(img, png ? "data:image/png;base64," + png : null); }
+
+  function setPicture(img, url) {
+    if (img === els.reconstruction) setPicture(els.poseMirror, url);
+    if (url) {
+      img.src = url;
       img.classList.remove("is-empty");
     } else {
       img.removeAttribute("src");
@@ -442,6 +450,7 @@ import { createRoutingInspector } from "./routing.js";
     perturbChannel.invalidate();
     if (liveTimer) { clearTimeout(liveTimer); liveTimer = null; }
     if (figureTimer) { clearTimeout(figureTimer); figureTimer = null; }
+    figureJob++;
     state.result = null;
     state.lastBody = null;
     state.selected = null;
@@ -502,6 +511,13 @@ import { createRoutingInspector } from "./routing.js";
       els.reconDigit.textContent = String(state.selected);
       return;
     }
+    if (decoder.ready()) {
+      reconstructChannel.invalidate();
+      var shifted = basePose().map(function (v, i) { return v + state.deltas[i]; });
+      setPicture(els.reconstruction, pictureUrl([decoder.decode(state.selected, shifted)], CFG.imageSize));
+      els.reconDigit.textContent = String(state.selected);
+      return;
+    }
     reconstructChannel.ask(function () {
       var pose = basePose();
       if (!pose) return null;
@@ -515,6 +531,11 @@ import { createRoutingInspector } from "./routing.js";
     if (figureTimer) clearTimeout(figureTimer);
     figureTimer = setTimeout(function () {
       figureTimer = null;
+      if (decoder.ready()) {
+        perturbChannel.invalidate();
+        drawFigureHere();
+        return;
+      }
       perturbChannel.ask(function () {
         var pose = basePose();
         if (!pose) return null;
@@ -523,8 +544,42 @@ import { createRoutingInspector } from "./routing.js";
     }, FIGURE_DELAY_MS);
   }
 
+  // Figure 4 in this browser: one row of the grid at a time, so that a slider or a stroke is not kept waiting behind
+  // the 176 pictures; a newer grid (or Clear) stops an older one.
+  var figureJob = 0;
+  function drawFigureHere() {
+    var job = ++figureJob, pose = basePose(), digit = state.selected, images = [], dim = 0;
+    if (!pose) return;
+    (function row() {
+      if (job !== figureJob) return;
+      FIGURE_DELTAS.forEach(function (delta) {
+        var p = pose.slice();
+        p[dim] += delta;
+        images.push(decoder.decode(digit, p));
+      });
+      if (++dim < CFG.digitDim) { setTimeout(row, 0); return; }
+      setPicture(els.perturbGrid, pictureUrl(images, CFG.imageSize, FIGURE_DELTAS.length));
+      els.figureDigit.textContent = String(digit);
+    })();
+  }
+
+  // The decoder's weights come at the first touch of a slider, not with the page: most visits never move one.
+  function showWhere() { els.decoderWhere.textContent = decoder.where(); }
+  function wantDecoder() {
+    if (decoder.loading) return;
+    decoder.load().then(function () {
+      updateReconstruction();
+      if (state.result) scheduleFigure();
+    }, function () {}).then(showWhere);
+    showWhere();
+  }
+  showWhere();
+
   sliders.forEach(function (s, i) {
+    s.input.addEventListener("pointerdown", wantDecoder);
+    s.input.addEventListener("keydown", wantDecoder);
     s.input.addEventListener("input", function () {
+      wantDecoder();
       state.deltas[i] = Math.round(parseFloat(s.input.value) * 100) / 100;
       s.out.textContent = fmtSigned(state.deltas[i], 2);
       s.input.parentNode.parentNode.classList.toggle("is-moved", state.deltas[i] !== 0);
@@ -575,7 +630,7 @@ import { createRoutingInspector } from "./routing.js";
     }
   });
   var probeView = createProbe({ state: state, cfg: CFG, channel: channel, setImage: setImage });
-  createPairs({ cfg: CFG, channel: channel, setImage: setImage }); // section 7, when the server has the two-digit network
+  createPairs({ cfg: CFG, channel: channel, setImage: setImage, setPicture: setPicture }); // section 7, when the server has the two-digit network
 
   /* ------------------------------------------------------ controls, uploads */
 

@@ -3,9 +3,12 @@
  * Draw a digit, then another over it: each stroke keeps the colour of the digit it belongs to (on screen only: the
  * network gets one grey picture, as it would a photo). /predict?model=multimnist answers with the two longest capsules
  * and the decoder's redrawing from each, shown overlaid in red and green as in the paper's Figure 5 and each alone.
- * The sliders shift either capsule's pose through /reconstruct?model=multimnist. "Two random test digits" asks the
- * server for a pair made from MNIST's test set, where the server has it.
+ * The sliders shift either capsule's pose and the two-digit network's decoder redraws it, in this browser once its
+ * weights are in (static/capsule_decoder.js), through /reconstruct?model=multimnist until then or where the browser
+ * cannot. "Two random test digits" asks the server for a pair made from MNIST's test set, where the server has it.
  */
+import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
+
 
 var PREDICT = "/predict?model=multimnist&include=pixels"; // pixels: the overlay is drawn from the redrawings' values
 var RECONSTRUCT = "/reconstruct?model=multimnist&include=pixels";
@@ -20,12 +23,15 @@ export function createPairs(opts) {
   var channel = opts.channel;
   var dim = opts.cfg.digitDim;
   var size = parseInt(root.dataset.pairSize, 10);
+  var decoder = new CapsuleDecoder(decoderSpec(root, "decoder"), opts.cfg.numClasses, dim);
 
   function $(id) { return document.getElementById(id); }
   var els = {
     canvas: $("pair-canvas"), inks: [$("pair-ink-1"), $("pair-ink-2")], clear: $("pair-clear"), random: $("pair-random"),
     verdict: $("pair-verdict"), input: $("pair-input"), overlay: $("pair-overlay"), alone: [$("pair-alone-1"), $("pair-alone-2")],
-    aloneCaption: [$("pair-alone-1-digit"), $("pair-alone-2-digit")], capsule: $("pair-capsule"), reset: $("pair-reset")
+    aloneCaption: [$("pair-alone-1-digit"), $("pair-alone-2-digit")], aloneSwatch: [$("pair-alone-1-swatch"), $("pair-alone-2-swatch")],
+    legend: $("pair-legend"), capsule: $("pair-capsule"), reset: $("pair-reset"),
+    where: $("pair-decoder-where")
   };
   var bars = Array.prototype.map.call(root.querySelectorAll("#pair-lengths li"), function (li) {
     return { li: li, fill: li.querySelector(".routing-fill") };
@@ -37,7 +43,9 @@ export function createPairs(opts) {
     strokes: [], current: null, pointerId: null, ink: 0,
     sample: null, // a random test pair's 36x36 pixels (drawn under the strokes)
     result: null, // the last answer
-    recon: [null, null], // the two redrawings' pixels, as shown (after the sliders)
+    recon: [null, null], // the two redrawings' pixels, as shown (after the sliders): Float32Array(size*size), row-major
+    named: [false, false], // whether the longest and the second capsule are digits the answer names
+    colour: [0, 1], // the colour each redrawing is shown in: the ink it explains (0 red, 1 green)
     deltas: new Array(dim).fill(0)
   };
 
@@ -161,8 +169,10 @@ export function createPairs(opts) {
       if (isEmpty()) return null;
       // a test pair alone goes as its own 36x36 pixels, exactly as the network's test pairs are made
       if (state.sample && !state.strokes.length && !state.current) return { path: PREDICT, body: { pixels: state.sample } };
-      paint(exportCanvas.getContext("2d"), EXPORT_SIZE, false);
-      return { path: PREDICT, body: { image: exportCanvas.toDataURL("image/png"), source: "canvas" } };
+      var c = exportCanvas.getContext("2d");
+      paint(c, EXPORT_SIZE, false);
+      var inks = state.sample ? null : { strokes: state.strokes.slice(), frame: inputFrame(c.getImageData(0, 0, EXPORT_SIZE, EXPORT_SIZE).data) };
+      return { path: PREDICT, body: { image: exportCanvas.toDataURL("image/png"), source: "canvas" }, inks: inks };
     });
   }
 
@@ -173,7 +183,62 @@ export function createPairs(opts) {
     return "One digit: " + p[0] + " (no second capsule is long enough; draw another digit over it)";
   }
 
-  function show(data) {
+  /* ---- which ink each redrawing explains ---- */
+
+  // Where the server puts the drawing on the network's canvas (service/inputs/preprocess.fit_and_centre): the ink's
+  // longer side scaled to the card's box, its centre of mass at the centre. Returned as the scale and the centre of mass
+  // in EXPORT_SIZE px, read from the alpha the server is sent.
+  function inputFrame(rgba) {
+    var top = EXPORT_SIZE, bottom = -1, left = EXPORT_SIZE, right = -1, mass = 0, my = 0, mx = 0;
+    for (var y = 0; y < EXPORT_SIZE; y++) {
+      for (var x = 0; x < EXPORT_SIZE; x++) {
+        var a = rgba[4 * (y * EXPORT_SIZE + x) + 3] / 255;
+        if (a > 0.1) { top = Math.min(top, y); bottom = y; left = Math.min(left, x); right = Math.max(right, x); }
+        mass += a; my += a * y; mx += a * x;
+      }
+    }
+    if (bottom < 0) return null;
+    return { scale: parseInt(root.dataset.pairBox, 10) / Math.max(bottom - top + 1, right - left + 1), cy: my / mass, cx: mx / mass };
+  }
+
+  // One ink's strokes where the network saw them: alpha [size*size] in [0,1].
+  var inkCanvas = document.createElement("canvas");
+  inkCanvas.width = inkCanvas.height = size;
+  function inkPixels(strokes, ink, frame) {
+    var c = inkCanvas.getContext("2d"), k = frame.scale;
+    c.setTransform(1, 0, 0, 1, 0, 0);
+    c.clearRect(0, 0, size, size);
+    c.setTransform(k * EXPORT_SIZE, 0, 0, k * EXPORT_SIZE, size / 2 - k * (frame.cx + 0.5), size / 2 - k * (frame.cy + 0.5));
+    c.lineCap = c.lineJoin = "round";
+    c.lineWidth = 1 / 14;
+    c.strokeStyle = c.fillStyle = "#000";
+    strokes.forEach(function (s) {
+      if (s.ink !== ink) return;
+      c.beginPath();
+      if (s.pts.length === 1) { c.arc(s.pts[0][0], s.pts[0][1], c.lineWidth / 2, 0, 2 * Math.PI); c.fill(); return; }
+      c.moveTo(s.pts[0][0], s.pts[0][1]);
+      for (var q = 1; q < s.pts.length; q++) c.lineTo(s.pts[q][0], s.pts[q][1]);
+      c.stroke();
+    });
+    var d = c.getImageData(0, 0, size, size).data, out = new Float32Array(size * size);
+    for (var i = 0; i < out.length; i++) out[i] = d[4 * i + 3] / 255;
+    return out;
+  }
+
+  // Each named redrawing takes the colour of the ink it overlaps most: the pairing of redrawings to inks with the most
+  // overlap. Without two inks (one colour drawn, a test pair) red is the longest capsule, green the second.
+  function matchInks(inks) {
+    var both = inks && inks.frame && [0, 1].every(function (c) { return inks.strokes.some(function (s) { return s.ink === c; }); });
+    if (!both || !state.recon[0] || !state.recon[1]) {
+      var only = inks && inks.frame && inks.strokes.length ? inks.strokes[0].ink : 0;
+      return state.named[1] ? [0, 1] : [only, 1 - only];
+    }
+    var ink = [inkPixels(inks.strokes, 0, inks.frame), inkPixels(inks.strokes, 1, inks.frame)];
+    function overlap(k, c) { var s = 0, r = state.recon[k]; for (var i = 0; i < r.length; i++) s += r[i] * ink[c][i]; return s; }
+    return overlap(0, 0) + overlap(1, 1) >= overlap(0, 1) + overlap(1, 0) ? [0, 1] : [1, 0];
+  }
+
+  function show(data, req) {
     state.result = data;
     state.deltas.fill(0);
     sliders.forEach(function (s) { s.input.value = 0; s.out.textContent = "0.00"; s.input.disabled = !data || data.blank; });
@@ -186,25 +251,50 @@ export function createPairs(opts) {
     bars.forEach(function (b, k) {
       var v = data ? data.lengths[k] : 0, rank = data ? data.ranked.indexOf(k) : -1;
       b.fill.style.height = (100 * v).toFixed(1) + "%";
-      b.li.className = rank === 0 ? "pair-first" : rank === 1 ? "pair-second" : "";
       b.li.title = "capsule " + k + ": " + v.toFixed(2);
     });
     opts.setImage(els.input, data ? data.input.png : null);
     for (var k = 0; k < 2; k++) {
-      state.recon[k] = data ? data.reconstructions[k].pixels : null;
-      opts.setImage(els.alone[k], data ? data.reconstructions[k].png : null);
+      // a capsule the answer does not name is not a digit: no redrawing of it is shown as if it were one
+      state.named[k] = !!data && !data.blank && data.predictions.indexOf(data.ranked[k]) >= 0;
+      state.recon[k] = state.named[k] ? flat(data.reconstructions[k].pixels) : null;
+      opts.setImage(els.alone[k], state.named[k] ? data.reconstructions[k].png : null);
+      els.alone[k].closest("figure").classList.toggle("is-unnamed", !!data && !state.named[k]);
       els.aloneCaption[k].textContent = data ? String(data.ranked[k]) : "\u2013";
       els.capsule.options[k].textContent = (k ? "second" : "first") + " capsule" + (data ? " (" + data.ranked[k] + ")" : "");
+      els.capsule.options[k].disabled = !!data && !state.named[k];
     }
+    if (!state.named[parseInt(els.capsule.value, 10)]) els.capsule.value = "0";
+    state.colour = matchInks(req && req.inks);
+    els.verdict.dataset.colours = state.named.map(function (n, k) { return n ? ["red", "green"][state.colour[k]] : ""; }).join(",");
+    for (var j = 0; j < 2; j++) {
+      els.aloneSwatch[j].className = state.named[j] ? "swatch " + (state.colour[j] ? "swatch-second" : "swatch-first") : "swatch";
+    }
+    var byInk = req && req.inks && req.inks.strokes.length;
+    els.legend.textContent = "";
+    [0, 1].forEach(function (c) {
+      var k = state.colour.indexOf(c);
+      if (data && !state.named[k]) return;
+      var sw = document.createElement("span");
+      sw.className = "swatch " + (c ? "swatch-second" : "swatch-first");
+      els.legend.appendChild(sw);
+      els.legend.appendChild(document.createTextNode(byInk ? (c ? "green ink " : "red ink ") : (k ? "second capsule " : "longest ")));
+    });
+    bars.forEach(function (b, k) {
+      var rank = data ? data.ranked.indexOf(k) : -1, named = rank >= 0 && state.named[rank];
+      b.li.className = named ? (state.colour[rank] ? "pair-second" : "pair-first") : "";
+    });
     drawOverlay();
   }
+
+  function flat(rows) { return Float32Array.from([].concat.apply([], rows)); }
 
   // Figure 5: the two redrawings in red and green over each other (yellow where both draw).
   function drawOverlay() {
     var c = els.overlay.getContext("2d"), img = c.createImageData(size, size);
     for (var i = 0; i < size * size; i++) {
-      var r = state.recon[0] ? state.recon[0][Math.floor(i / size)][i % size] : 0;
-      var g = state.recon[1] ? state.recon[1][Math.floor(i / size)][i % size] : 0;
+      var a = state.recon[0] ? state.recon[0][i] : 0, b = state.recon[1] ? state.recon[1][i] : 0;
+      var r = state.colour[0] === 0 ? a : b, g = state.colour[0] === 0 ? b : a;
       img.data.set([Math.round(255 * r), Math.round(255 * g), 0, 255], 4 * i);
     }
     c.putImageData(img, 0, 0);
@@ -213,12 +303,21 @@ export function createPairs(opts) {
 
   /* ---- the pose sliders on either capsule ---- */
   var reconstructChannel = channel(function (data, req) {
-    state.recon[req.which] = data.reconstruction.pixels;
+    state.recon[req.which] = flat(data.reconstruction.pixels);
     opts.setImage(els.alone[req.which], data.reconstruction.png);
     drawOverlay();
   }, function (err) { els.verdict.textContent = err.message; });
 
   function reconstruct() {
+    if (decoder.ready() && state.result) {
+      reconstructChannel.invalidate();
+      var which = parseInt(els.capsule.value, 10), digit = state.result.ranked[which];
+      var pose = state.result.poses[digit].map(function (v, i) { return v + state.deltas[i]; });
+      state.recon[which] = decoder.decode(digit, pose);
+      opts.setPicture(els.alone[which], pictureUrl([state.recon[which]], size));
+      drawOverlay();
+      return;
+    }
     reconstructChannel.ask(function () {
       if (!state.result) return null;
       var which = parseInt(els.capsule.value, 10), digit = state.result.ranked[which];
@@ -226,8 +325,20 @@ export function createPairs(opts) {
       return { path: RECONSTRUCT, body: { digit: digit, pose: pose }, which: which };
     });
   }
+  // the decoder's weights come at the first touch of a slider, not with the page
+  function showWhere() { els.where.textContent = decoder.where(); }
+  function wantDecoder() {
+    if (decoder.loading) return;
+    decoder.load().then(function () { if (state.deltas.some(function (x) { return x !== 0; })) reconstruct(); }, function () {}).then(showWhere);
+    showWhere();
+  }
+  showWhere();
+
   sliders.forEach(function (s, i) {
+    s.input.addEventListener("pointerdown", wantDecoder);
+    s.input.addEventListener("keydown", wantDecoder);
     s.input.addEventListener("input", function () {
+      wantDecoder();
       state.deltas[i] = parseFloat(s.input.value);
       s.out.textContent = state.deltas[i].toFixed(2);
       reconstruct();
@@ -243,8 +354,8 @@ export function createPairs(opts) {
     // the other capsule goes back to its own pose; the sliders start from zero on this one
     if (state.result) {
       var other = 1 - parseInt(els.capsule.value, 10);
-      state.recon[other] = state.result.reconstructions[other].pixels;
-      opts.setImage(els.alone[other], state.result.reconstructions[other].png);
+      state.recon[other] = state.named[other] ? flat(state.result.reconstructions[other].pixels) : null;
+      opts.setImage(els.alone[other], state.named[other] ? state.result.reconstructions[other].png : null);
     }
     resetSliders();
   });

@@ -6,12 +6,15 @@ import hashlib
 import json
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from model import FP32_FILE
 from model.digit_rule import SIGNAL_NAMES, Scorer, judge
+from model.pair_rule import PairRule
+from model.pair_rule import signals as pair_signals
 
 
 class WeightsError(RuntimeError):
@@ -44,6 +47,18 @@ class InputSpec(_Section):
 class FileEntry(_Section):
     sha256: str
     bytes: int
+
+
+class TensorAt(_Section):
+    offset: int  # of its little-endian float32 values in the file
+    shape: list[int]
+
+
+class DecoderSpec(_Section):
+    """The decoder's own graph. `tensors`: where each dense layer lies inside its file (model/decoder_layout.py), for the
+    page's decoder (static/capsule_decoder.js); a card written before that has none, and the page draws on the server."""
+
+    tensors: dict[str, TensorAt] = {}
 
 
 class DigitRule(_Section):
@@ -98,10 +113,31 @@ class PairInput(_Section):
 
 
 class SecondDigit(_Section):
-    """When the second-longest capsule is a second digit: model/export_multimnist.py measured it on test pairs and single
-    test digits (its figures are in the card beside the threshold)."""
+    """When the second-longest capsule is a second digit. `rule`: model/pair_rule.py's, fitted by bench/pair_paths.py on
+    lone digits and pairs as they arrive through each path (its held-out figures beside it); a card without one has only
+    `second_min_length`, the second capsule's length that model/export_multimnist.py set on test pairs."""
 
-    second_min_length: float
+    second_min_length: float | None = None
+    rule: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _one_of_them(self) -> SecondDigit:
+        if self.rule is None and self.second_min_length is None:
+            raise ValueError("multimnist.second_digit needs a rule or a second_min_length")
+        if self.rule is not None:
+            PairRule.from_card(self.rule)  # the signals it was fitted on are the ones computed here
+        return self
+
+    @cached_property
+    def pair_rule(self) -> PairRule | None:
+        return PairRule.from_card(self.rule) if self.rule is not None else None
+
+    def two(self, lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray, path: str | None = None) -> np.ndarray:
+        """[N] bool: a second digit is there, for the network's lengths [N,10] and redrawings [N,2,1,S,S] of `images`
+        that came by `path` (model.pair_rule.PATHS)."""
+        if self.pair_rule is not None:
+            return self.pair_rule.two(pair_signals(lengths, reconstructions, images), path)
+        return np.sort(lengths, axis=1)[:, -2] >= self.second_min_length
 
 
 class PairScore(_Section):
@@ -119,6 +155,7 @@ class PairCard(_Section):
     architecture: Architecture
     input: PairInput
     files: dict[str, FileEntry]
+    decoder: DecoderSpec = DecoderSpec()
     second_digit: SecondDigit
     test: PairScore | None = None
 
@@ -135,6 +172,7 @@ class ModelCard(_Section):
     architecture: Architecture
     input: InputSpec
     files: dict[str, FileEntry]
+    decoder: DecoderSpec = DecoderSpec()
     is_digit: IsDigit
     int8: Int8 | None = None
     routing: RoutingTrace | None = None

@@ -11,10 +11,11 @@ from collections.abc import Callable
 import numpy as np
 from anyio import CapacityLimiter
 from fastapi import APIRouter
+from fastapi.responses import FileResponse
 
 from service.deps import ReadyDep, TwoDigit, WithPixels
 from service.engine.two_digit import PairEngine
-from service.errors import Invalid
+from service.errors import Invalid, NotServed
 from service.http.body import BodyRoute
 from service.inputs.images import encode_png, tile_grid
 from service.responses import PIXELS_PARAM, FastJSON, picture
@@ -23,6 +24,9 @@ from service.state import AppState
 from service.threads import in_thread
 
 router = APIRouter(tags=["decoder"], route_class=BodyRoute)
+
+# named by its content: a browser may keep it as long as it likes, and a new export has another name
+IMMUTABLE = {"Cache-Control": "public, max-age=31536000, immutable"}
 
 MODEL_PARAM = {
     "name": "model",
@@ -107,3 +111,12 @@ async def perturb(req: PerturbRequest, state: ReadyDep, pairs: TwoDigit) -> Fast
             "grid": {"png": png, "rows": dim, "cols": len(d), "tile": side},
         }
     )
+
+
+@router.get("/decoders/{sha256}.onnx", include_in_schema=False)
+async def decoder_file(sha256: str, state: ReadyDep) -> FileResponse:
+    """A decoder's committed ONNX file, by its sha256, for the page's own decoder (static/capsule_decoder.js)."""
+    for f in state.decoder_files.values():
+        if f.sha256 == sha256:
+            return FileResponse(f.path, media_type="application/octet-stream", headers=IMMUTABLE)
+    raise NotServed(f"no decoder file of this server has sha256 {sha256[:64]}")

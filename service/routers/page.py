@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from service.deps import ReadyDep
+from service.engine.decoder_files import DecoderFile
+from service.engine.two_digit import NAME
 
 router = APIRouter(tags=["page"])
 
@@ -31,7 +35,15 @@ async def index(request: Request, state: ReadyDep) -> HTMLResponse:
         # section 7, two digits at once: when the two-digit network is served here
         "pairs": state.pairs is not None,
         "pair_size": state.pairs.card.image_size if state.pairs is not None else None,
+        "pair_box": state.pairs.card.input.pair_box if state.pairs is not None else None,
         "pair_score": state.pairs.card.test if state.pairs is not None and state.pairs.card.test is not None else None,
         "pair_sample": state.pairs is not None and state.test_digits is not None and state.test_digits.available(),
+        # where the page's own decoder fetches each network's decoder file (none: the sliders draw on the server)
+        "decoder": _spec(state.decoder_files.get("capsnet")),
+        "pair_decoder": _spec(state.decoder_files.get(NAME)),
     }
     return templates.TemplateResponse(request, "index.html", ctx)
+
+
+def _spec(f: DecoderFile | None) -> str:
+    return json.dumps(f.page_spec(), separators=(",", ":")) if f is not None else ""

@@ -195,13 +195,18 @@ def _with_include(spec: dict) -> dict:
 
 
 async def _predict_pair(body: Body, state: AppState, pairs: PairEngine, with_pixels: bool) -> FastJSON:
+    path = "upload"  # how the input came, whose threshold tells one digit from two (model/pair_rule.py)
+
     async def preprocess() -> np.ndarray:
         """One upload as the two-digit network wants it: [1,1,36,36], the two digits' ink scaled together to the card's box."""
+        nonlocal path
         document = None if body.media_type == MULTIPART else _validated(body.json, PredictJSON)
+        if document is not None:
+            path = "pixels" if document.pixels is not None else "canvas" if document.source == "canvas" else "upload"
         return await body_to_tensor(body, document, state, pairs.card.image_size, pairs.card.input.pair_box)
 
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
-        return FastJSON(pair_answer(pairs, inference.out, images[0], state.card.digit_rule, with_pixels))
+        return FastJSON(pair_answer(pairs, inference.out, images[0], state.card.digit_rule, with_pixels, path))
 
     return (await run_phases(state.metrics, f"/predict?model={PAIRS}", preprocess(), pairs.predict, answer, body.parse_s)).result
 

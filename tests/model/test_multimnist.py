@@ -10,7 +10,19 @@ import pytest
 import torch
 
 from model.capsnet import CapsNet, CapsNetConfig, margin_loss
-from model.multimnist import CANVAS, CONFIG, MAX_SHIFT, both_right, fixed_test_pairs, make_pairs, two_hot
+from model.multimnist import (
+    CANVAS,
+    CONFIG,
+    MAX_SHIFT,
+    SERVED_BOX,
+    as_served,
+    both_right,
+    fixed_test_pairs,
+    ink_box,
+    make_pairs,
+    make_training_pairs,
+    two_hot,
+)
 from model.train_multimnist import forward_pairs, init_from_mnist, parse_args, train
 from tests.conftest import WEIGHTS
 from tests.model.test_data import write_idx
@@ -46,6 +58,36 @@ def test_pairs_are_two_different_digits_added_and_clipped_with_no_ink_lost() -> 
     ox = (x[:, 0].sum(1) * g28).sum(1) / x_mass + (CANVAS - 28) / 2 - centre[1]
     shift = torch.stack([cy - centre[0] - oy, cx - centre[1] - ox], 1)
     assert shift.abs().max() <= MAX_SHIFT + 1e-4 and shift.abs().max() >= MAX_SHIFT - 1
+
+
+def test_served_composites_land_where_the_service_puts_an_upload() -> None:
+    """as_served scales a composite as service/inputs/preprocess.fit_and_centre does an upload or a drawing: the ink's
+    longer side to the box, the centre of mass at the canvas centre; the digits alone move with it."""
+    from service.inputs.preprocess import fit_and_centre
+
+    x, y = digits(64, seed=3)
+    pairs = make_pairs(x, y, torch.arange(64), torch.Generator().manual_seed(2), single_share=0.3)
+    served = as_served(pairs, torch.full((64,), float(SERVED_BOX)))
+    # the box a pixel or two over: bilinear sampling spills a faint edge past the ink where the service's resize does not
+    assert ((ink_box(served.image) - SERVED_BOX) >= 0).all() and (ink_box(served.image) - SERVED_BOX).max() <= 2
+    grid = torch.arange(CANVAS, dtype=torch.float32)
+    mass = served.image[:, 0].sum((1, 2))
+    cy = (served.image[:, 0].sum(2) * grid).sum(1) / mass
+    cx = (served.image[:, 0].sum(1) * grid).sum(1) / mass
+    assert (cy - (CANVAS - 1) / 2).abs().max() < 0.5 and (cx - (CANVAS - 1) / 2).abs().max() < 0.5
+    assert torch.allclose(served.digits.sum(1).clamp(0, 1).sum((1, 2, 3)), served.image.sum((1, 2, 3)), rtol=0.1)
+    for i in range(8):  # the service's own code on the same composite draws nearly the same picture
+        want = fit_and_centre(pairs.image[i, 0].numpy(), CANVAS, SERVED_BOX)
+        assert np.abs(want - served.image[i, 0].numpy()).sum() < 0.35 * want.sum()
+
+
+def test_a_share_of_training_composites_arrive_as_served() -> None:
+    x, y = digits(400, seed=4)
+    made = [make_training_pairs(x, y, torch.arange(400), torch.Generator().manual_seed(5), 0.0, share) for share in (0.0, 0.5, 1.0)]
+    plain = make_pairs(x, y, torch.arange(400), torch.Generator().manual_seed(5), 0.0)
+    assert torch.equal(made[0].image, plain.image)
+    near = [(((ink_box(m.image) - SERVED_BOX) >= -1) & ((ink_box(m.image) - SERVED_BOX) <= 3)).float().mean().item() for m in made]
+    assert near[2] == 1.0 and near[0] < 0.1 and 0.35 < near[1] < 0.65, near
 
 
 def test_test_pairs_are_fixed() -> None:
@@ -282,7 +324,7 @@ def test_pairs_and_a_training_step_make_every_tensor_where_the_data_is() -> None
     evaluation, gen = fixed_test_pairs(x, y, 8), torch.Generator(device="cpu").manual_seed(0)
     torch.set_default_device("meta")
     try:
-        batch = make_pairs(x, y, torch.randint(0, 40, (8,), generator=gen, device="cpu"), gen, single_share=0.25)
+        batch = make_training_pairs(x, y, torch.randint(0, 40, (8,), generator=gen, device="cpu"), gen, 0.25, served_share=0.5)
         optimise(pair_loss(forward_pairs(model, batch.image, batch.labels), batch, CONFIG)[0], opt, ema)
         score = evaluate_pairs(model, evaluation)
     finally:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from harness.server import Server
+from tests.static.pages import Watch, open_page
 
 CHROMIUM = os.environ.get("CAPSNET_CHROMIUM", "/usr/bin/chromium")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -52,3 +53,17 @@ def base_url(browser: Any, request: pytest.FixtureRequest) -> Iterator[str]:
         pytest.fail(f"the service did not start: {e}\n{server.output()[-4000:]}")
     yield server.url
     server.stop()
+
+
+@pytest.fixture
+def session(browser: Any, base_url: str) -> Iterator[tuple[Any, Watch]]:
+    """A fresh desktop page; on teardown, no request left 127.0.0.1 and nothing went wrong in it."""
+    context, page, watch = open_page(browser, base_url)
+    yield page, watch
+    context.close()
+    watch.check()
+
+
+@pytest.fixture
+def page(session: tuple[Any, Watch]) -> Any:
+    return session[0]

@@ -16,7 +16,6 @@ import math
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -25,10 +24,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import WEIGHTS, committed_pairs
+from tests.static.pages import WAIT_MS, Watch, open_page
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "test-output"
-WAIT_MS = 30_000  # one condition on the page (a /predict may take a second on a busy CPU)
 TILE, ROWS, COLS = 28, 16, 11  # the Figure 4 grid: 16 dimensions x 11 deltas of 28x28 tiles
 
 # Strokes as polylines in fractions of the canvas (0..1, y down).
@@ -42,74 +41,6 @@ ASTERISK = [
     [(0.5 + 0.35 * math.cos(a), 0.5 + 0.35 * math.sin(a)), (0.5 - 0.35 * math.cos(a), 0.5 - 0.35 * math.sin(a))]
     for a in (0.0, math.pi / 4, math.pi / 2, 3 * math.pi / 4)
 ]
-
-
-class Watch:
-    """Every request a page makes, its console errors, page errors and CSP violations."""
-
-    def __init__(self, page: Any) -> None:
-        self.urls: list[str] = []
-        self.errors: list[str] = []
-        self.predict_inflight = 0
-        self.predict_max_inflight = 0
-        self.predict_count = 0
-        page.on("request", self._request)
-        page.on("requestfinished", self._done)
-        page.on("requestfailed", self._failed)
-        page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
-        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-        # Runs before the page's own scripts (injected by the browser, outside the page's CSP).
-        page.add_init_script("""
-            document.addEventListener('securitypolicyviolation', (e) => {
-                console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI);
-            });
-        """)
-
-    def _request(self, req: Any) -> None:
-        self.urls.append(req.url)
-        if urlsplit(req.url).path == "/predict":
-            self.predict_count += 1
-            self.predict_inflight += 1
-            self.predict_max_inflight = max(self.predict_max_inflight, self.predict_inflight)
-
-    def _done(self, req: Any) -> None:
-        if urlsplit(req.url).path == "/predict":
-            self.predict_inflight -= 1
-
-    def _failed(self, req: Any) -> None:
-        self._done(req)
-        self.errors.append(f"request failed: {req.url} {req.failure}")
-
-    def foreign(self) -> list[str]:
-        return [u for u in self.urls if urlsplit(u).scheme not in ("data", "blob") and urlsplit(u).hostname != "127.0.0.1"]
-
-    def check(self) -> None:
-        assert not self.foreign(), f"requests left 127.0.0.1: {self.foreign()}"
-        assert not self.errors, f"errors in the page: {self.errors}"
-
-
-def _open(browser: Any, base_url: str, **context_args: Any) -> tuple[Any, Any, Watch]:
-    context = browser.new_context(**{"viewport": {"width": 1280, "height": 900}, **context_args})
-    context.set_default_timeout(WAIT_MS)
-    page = context.new_page()
-    watch = Watch(page)
-    page.goto(base_url + "/")
-    page.wait_for_selector("#app.is-ready")
-    return context, page, watch
-
-
-@pytest.fixture
-def session(browser: Any, base_url: str) -> Iterator[tuple[Any, Watch]]:
-    """A fresh desktop page; on teardown, no request left 127.0.0.1 and nothing went wrong in it."""
-    context, page, watch = _open(browser, base_url)
-    yield page, watch
-    context.close()
-    watch.check()
-
-
-@pytest.fixture
-def page(session: tuple[Any, Watch]) -> Any:
-    return session[0]
 
 
 # ----------------------------------------------------------------- helpers
@@ -294,7 +225,7 @@ def test_live_prediction_while_drawing(session: tuple[Any, Watch]) -> None:
 
 def test_touch_drawing(browser: Any, base_url: str) -> None:
     """A finger stroke (touch events -> pointer events of type touch) draws and predicts, without scrolling."""
-    context, page, watch = _open(browser, base_url, viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    context, page, watch = open_page(browser, base_url, viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
     try:
         page.evaluate("""() => { window.__pointerTypes = [];
             document.querySelector('[data-testid="draw-canvas"]').addEventListener('pointerdown',
@@ -557,7 +488,7 @@ def test_keyboard_and_screen_reader(page: Any) -> None:
 
 
 def test_phone_width(browser: Any, base_url: str) -> None:
-    context, page, watch = _open(browser, base_url, viewport={"width": 360, "height": 740}, device_scale_factor=2)
+    context, page, watch = open_page(browser, base_url, viewport={"width": 360, "height": 740}, device_scale_factor=2)
     try:
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 361
         draw(page, ZERO)
@@ -758,7 +689,7 @@ def test_failed_upload_clears_result(session: tuple[Any, Watch], data: bytes | N
 @pytest.mark.parametrize("width, height", [(1280, 900), (360, 800)], ids=["desktop", "phone"])
 def test_verdict_screenshots(browser: Any, base_url: str, width: int, height: int) -> None:
     """A digit and a non-digit at desktop and phone sizes: nothing sticks out; screenshots in test-output/."""
-    context, page, watch = _open(browser, base_url, viewport={"width": width, "height": height}, device_scale_factor=1)
+    context, page, watch = open_page(browser, base_url, viewport={"width": width, "height": height}, device_scale_factor=1)
     try:
         OUTPUT.mkdir(exist_ok=True)
         name = "desktop" if width > 400 else "phone"

@@ -133,6 +133,39 @@ def test_a_lone_digit_is_one_digit(client, mnist_test) -> None:
     )
 
 
+def test_one_digit_or_two_is_decided_by_the_path_the_input_came_by(pair_weights, tmp_path) -> None:
+    """The card's rule has a threshold per path (model/pair_rule.py): here one that always sees two digits in JSON pixels
+    and never on the canvas or in an upload, so the same picture sent three ways is answered two, one and one."""
+    import base64
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from model.pair_rule import PairRule
+    from service.app import create_app
+    from service.settings import Settings
+
+    weights = tmp_path / "weights"
+    shutil.copytree(pair_weights, weights)
+    card = json.loads((weights / "model-card.json").read_text())
+    rule = PairRule(np.zeros(5), np.ones(5), np.zeros(5), 0.0, 0.0, {"pixels": -1.0, "upload": 1.0, "canvas": 1.0})
+    card["multimnist"]["second_digit"] = {"rule": rule.as_card()}
+    (weights / "model-card.json").write_text(json.dumps(card))
+    pixels = np.zeros((36, 36), np.float32)
+    pixels[6:30, 16:19] = 1.0  # a bar: some digit, whatever the network makes of it
+    ink = Image.fromarray((pixels * 255).astype(np.uint8)).resize((144, 144))
+    drawing = Image.merge("RGBA", (ink.point(lambda _: 20),) * 3 + (ink,))
+    buf = io.BytesIO()
+    drawing.save(buf, "PNG")
+    canvas = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    with TestClient(create_app(Settings(weights_dir=weights, intra_op_threads=1, warmup_runs=1))) as c:
+        as_pixels = c.post("/predict?model=multimnist", json={"pixels": pixels.tolist()}).json()
+        as_drawing = c.post("/predict?model=multimnist", json={"image": canvas, "source": "canvas"}).json()
+        as_upload = predict_pair(c, upload(pixels))
+    assert len(as_pixels["predictions"]) == 2
+    assert len(as_drawing["predictions"]) == 1 and len(as_upload["predictions"]) == 1
+
+
 def test_bad_requests_say_what_to_change(client) -> None:
     r = client.post("/predict?model=multimnist", json={"pixels": np.zeros((28, 28)).tolist()})
     assert r.status_code == 422 and "36 rows of 36" in r.json()["detail"]

@@ -1,0 +1,174 @@
+"""Two digits as people send them: lone digits and pairs through each of the service's paths, read by the two-digit
+network and the card's one-or-two rule, and (`--calibrate`) that rule fitted anew (model/pair_rule.py).
+
+The paths, each from the same digits placed as MultiMNIST places them (each centred on the 36x36 canvas and shifted up
+to 4 px each way, the second of another class):
+- pixels: the composite sent as JSON `pixels`, as the network's own test pairs are;
+- upload: dark ink on white paper, 72, 144 or 288 px square as PNG and 144 px as JPEG, through the service's
+  preprocessing (service/inputs: find the ink, scale it to the card's pair box, centre it);
+- canvas: pen strokes traced from each digit (harness/pen_paths.py) drawn with the page's round pen on its 280 px
+  canvas, through the service's drawing path (the alpha is the ink).
+
+The rule is fitted on MNIST's training digits (the calibration split) and measured on its test digits (held out);
+`python -m bench.pair_paths --calibrate` writes it, with the held-out figures of every path, into the card's
+`multimnist.second_digit`; `make bench` measures the committed card's rule the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from PIL import Image
+
+from harness.pen_paths import place as place_strokes
+from harness.pen_paths import render, trace
+from model import MNIST_DIR, MULTIMNIST_FILE
+from model.idx import load_mnist
+from model.pair_rule import PATHS, PairRule, choose_thresholds, fit, mistakes, signals
+from service.inputs.images import load_pixels, open_image
+from service.inputs.preprocess import WORK_SIDE, drawing_to_mnist, to_mnist
+
+log = logging.getLogger("bench.pair_paths")
+
+CANVAS, MAX_SHIFT, PAGE_SIDE, PEN = 36, 4, 280, 1 / 14  # the network's canvas and shift; the page's canvas and pen
+UPLOADS = (("png", 72), ("png", 144), ("png", 288), ("jpeg", 144))
+SEEDS = {"calibration": 11, "held_out": 2017}
+
+
+def _items(x: np.ndarray, y: np.ndarray, n: int, seed: int) -> list[dict]:
+    """n lone digits then n pairs: indices, labels and each digit's shift on the canvas."""
+    rng = np.random.default_rng(seed)
+    items = []
+    for k in range(2 * n):
+        a = int(rng.integers(len(x)))
+        digits = [a]
+        if k >= n:
+            b = int(rng.integers(len(x)))
+            while y[b] == y[a]:
+                b = int(rng.integers(len(x)))
+            digits.append(b)
+        shifts = rng.integers(-MAX_SHIFT, MAX_SHIFT + 1, (len(digits), 2))
+        items.append({"digits": digits, "labels": [int(y[d]) for d in digits], "shifts": shifts})
+    return items
+
+
+def _composite(x: np.ndarray, item: dict) -> np.ndarray:
+    out = np.zeros((CANVAS, CANVAS), np.float32)
+    pad = (CANVAS - 28) // 2
+    for d, (dy, dx) in zip(item["digits"], item["shifts"]):
+        out[pad + dy : pad + dy + 28, pad + dx : pad + dx + 28] += x[d] / 255.0
+    return np.minimum(out, 1.0)
+
+
+def _upload(img: np.ndarray, k: int, box: int) -> np.ndarray:
+    fmt, side = UPLOADS[k % len(UPLOADS)]
+    paper = Image.fromarray((255 - img * 255).astype(np.uint8)).resize((side, side), Image.Resampling.BICUBIC)
+    buf = io.BytesIO()
+    paper.save(buf, format=fmt.upper(), **({"quality": 85} if fmt == "jpeg" else {}))
+    return to_mnist(*load_pixels(open_image(buf.getvalue(), 16_000_000), WORK_SIDE), CANVAS, box)
+
+
+def _canvas(x: np.ndarray, item: dict, box: int) -> np.ndarray:
+    strokes = []
+    for d, (dy, dx) in zip(item["digits"], item["shifts"]):
+        strokes += place_strokes(trace(x[d] / 255.0), 28 / CANVAS, dx / CANVAS, dy / CANVAS)
+    return drawing_to_mnist(render(strokes, PAGE_SIDE, PEN), CANVAS, box)
+
+
+def inputs(x: np.ndarray, items: list[dict], box: int) -> dict[str, np.ndarray]:
+    """{path: [N,1,36,36]} for the same items through each path."""
+    pixels = np.stack([_composite(x, it) for it in items])
+    return {
+        "pixels": pixels[:, None],
+        "upload": np.stack([_upload(img, k, box) for k, img in enumerate(pixels)])[:, None],
+        "canvas": np.stack([_canvas(x, it, box) for it in items])[:, None],
+    }
+
+
+def run(session: ort.InferenceSession, images: np.ndarray, batch: int = 100) -> dict[str, np.ndarray]:
+    outs = [session.run(["lengths", "reconstructions"], {"image": images[i : i + batch]}) for i in range(0, len(images), batch)]
+    return {"lengths": np.concatenate([o[0] for o in outs]), "reconstructions": np.concatenate([o[1] for o in outs])}
+
+
+def _called_two(card_rule: dict, s: np.ndarray, path: str) -> np.ndarray:
+    if card_rule.get("rule"):
+        return PairRule.from_card(card_rule["rule"]).two(s, path)
+    return s[:, 1] >= card_rule["second_min_length"]  # an older card: the second capsule's length alone
+
+
+def figures(items: list[dict], out: dict[str, np.ndarray], two: np.ndarray) -> dict:
+    """What a person meets on one path: lone digits called two, pairs called one, pairs with both digits named."""
+    top2 = np.argsort(-out["lengths"], axis=1)[:, :2]
+    pair = np.array([len(it["labels"]) == 2 for it in items])
+    named = np.array([set(t.tolist()) == set(it["labels"]) for t, it in zip(top2, items)])
+    first = np.array([t[0] in it["labels"] for t, it in zip(top2, items)])
+    return {
+        "lone": int((~pair).sum()),
+        "pairs": int(pair.sum()),
+        "lone_called_two": round(float(two[~pair].mean()), 4),
+        "lone_read_right": round(float((first & ~two)[~pair].mean()), 4),
+        "pairs_called_one": round(float((~two[pair]).mean()), 4),
+        "pairs_both_named": round(float((named & two)[pair].mean()), 4),
+        "pairs_two_longest_right": round(float(named[pair].mean()), 4),  # the paper's measure, whatever the rule says
+    }
+
+
+def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) -> dict:
+    card_path = weights / "model-card.json"
+    card = json.loads(card_path.read_text())
+    if "multimnist" not in card:
+        return {"skipped": "the model card has no two-digit network"}
+    entry = card["multimnist"]
+    box = entry["input"]["pair_box"]
+    session = ort.InferenceSession(str(weights / MULTIMNIST_FILE), providers=["CPUExecutionProvider"])
+    split = {}
+    for name, part in (("calibration", "train"), ("held_out", "test")):
+        x, y = load_mnist(data, part)
+        items = _items(x, y, n, SEEDS[name])
+        by_path = inputs(x, items, box)
+        runs = {p: run(session, by_path[p]) for p in PATHS}
+        sig = {p: signals(runs[p]["lengths"], runs[p]["reconstructions"], by_path[p]) for p in PATHS}
+        truth = np.array([len(it["labels"]) == 2 for it in items])
+        split[name] = (items, runs, sig, truth)
+        log.info("%s: %d lone digits and %d pairs through %s", name, n, n, ", ".join(PATHS))
+    result: dict = {"model": entry["version"], "per_path": n, "uploads": [f"{f} {s}px" for f, s in UPLOADS]}
+    items, runs, sig, truth = split["held_out"]
+    result["card_rule"] = {p: figures(items, runs[p], _called_two(entry["second_digit"], sig[p], p)) for p in PATHS}
+    if calibrate:
+        _, _, cal_sig, cal_truth = split["calibration"]
+        rule = fit(np.concatenate([cal_sig[p] for p in PATHS]), np.concatenate([cal_truth] * len(PATHS)))
+        rule = choose_thresholds(rule, {p: (cal_sig[p], cal_truth) for p in PATHS})
+        held = {p: figures(items, runs[p], rule.two(sig[p], p)) for p in PATHS}
+        result["fitted_rule"] = held
+        result["calibration_mistakes"] = {p: mistakes(rule, cal_sig[p], cal_truth, rule.at(p)) for p in PATHS}
+        entry["second_digit"] = {
+            **{k: v for k, v in entry["second_digit"].items() if k == "second_min_length"},
+            "rule": rule.as_card(),
+            "held_out": held,
+            "measured_on": f"{n} lone MNIST test digits and {n} test pairs through each path (bench/pair_paths.py); fitted on "
+            f"as many training digits and pairs",
+        }
+        card_path.write_text(json.dumps(card, indent=1) + "\n")
+        log.info("wrote the fitted one-or-two rule into %s", card_path)
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--weights", type=Path, default=Path("weights"), help="the directory holding multimnist.onnx and the card")
+    p.add_argument("--data", type=Path, default=Path(MNIST_DIR), help="MNIST's IDX files")
+    p.add_argument("--n", type=int, default=400, help="lone digits, and as many pairs, per split and path")
+    p.add_argument("--calibrate", action="store_true", help="fit the rule on the training digits and write it into the card")
+    args = p.parse_args(argv)
+    print(json.dumps(measure(args.weights, args.data, args.n, args.calibrate), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Section 7 of the page (static/pairs.js) tells the truth at a glance, in real Chromium against the real service: each
+redrawing takes the colour of the ink it explains, whichever digit the network ranks first; a capsule the answer does
+not name is not drawn as a digit; the section is reached from the top of the page."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.conftest import committed_pairs
+from tests.static.pages import Watch
+from tests.static.test_page import ONE, OUTPUT, PAIR, ZERO, draw, expect, overlay_colours, predictions
+
+LEFT_ONE = [[(x * 0.6 + 0.05, y) for x, y in stroke] for stroke in ONE]
+RIGHT_ZERO = [[(x * 0.8 + 0.15, y * 0.8 + 0.1) for x, y in stroke] for stroke in ZERO]
+
+
+def draw_two(page: Any, first: list, second: list) -> None:
+    """`first` in red, then `second` in green, waiting for the answer to the second."""
+    page.get_by_test_id(PAIR).scroll_into_view_if_needed()
+    draw(page, first, canvas=PAIR)
+    page.wait_for_function("() => (document.querySelector('[data-testid=\"pair-verdict\"]').dataset.ranked || '') !== ''")
+    seen = page.get_by_test_id("pair-input").get_attribute("src")
+    page.get_by_test_id("pair-ink-2").click()
+    draw(page, second, steps=2, canvas=PAIR)
+    page.wait_for_function(f"() => document.querySelector('[data-testid=\"pair-input\"]').getAttribute('src') !== {seen!r}")
+    page.wait_for_load_state("networkidle")
+
+
+def colour_of(page: Any) -> dict[int, str]:
+    """The colour each named digit's redrawing is shown in, by digit."""
+    verdict = page.get_by_test_id("pair-verdict")
+    ranked = [int(d) for d in verdict.get_attribute("data-ranked").split(",")]
+    colours = verdict.get_attribute("data-colours").split(",")
+    return {d: c for d, c in zip(ranked, colours) if c}
+
+
+@pytest.mark.skipif(not committed_pairs(), reason="naming both drawn digits needs the trained two-digit network")
+@pytest.mark.parametrize("order", ["one first", "zero first"])
+def test_each_redrawing_takes_the_colour_of_its_ink(session: tuple[Any, Watch], order: str) -> None:
+    page, _ = session
+    first, second, red, green = (LEFT_ONE, RIGHT_ZERO, 1, 0) if order == "one first" else (RIGHT_ZERO, LEFT_ONE, 0, 1)
+    draw_two(page, first, second)
+    expect(page.get_by_test_id("pair-verdict")).to_contain_text("Two digits")
+    assert colour_of(page) == {red: "red", green: "green"}, "a redrawing is not in the colour of the ink it explains"
+    expect(page.get_by_test_id("pair-legend")).to_have_text("red ink green ink")
+    colours = overlay_colours(page)
+    assert colours["red"] >= 10 and colours["green"] >= 10, colours
+    OUTPUT.mkdir(exist_ok=True)
+    page.locator("#pairs").screenshot(path=str(OUTPUT / f"pairs-{order.replace(' ', '-')}.png"))
+
+
+def test_a_capsule_the_answer_does_not_name_is_not_drawn(session: tuple[Any, Watch]) -> None:
+    """The answer names one digit (the service's own answer, its second name taken away on the way to the page): the
+    second capsule's redrawing, bar colour and sliders are not offered as a digit's."""
+    page, _ = session
+
+    def one_digit(route: Any) -> None:
+        answer = route.fetch().json()
+        answer["predictions"] = answer["ranked"][:1]
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(answer))
+
+    page.route(lambda url: urlsplit(url).path == "/predict" and "model=multimnist" in url, one_digit)
+    draw_two(page, LEFT_ONE, RIGHT_ZERO)
+    expect(page.get_by_test_id("pair-verdict")).to_contain_text("One digit")
+    first = int(predictions(page))
+    assert list(colour_of(page)) == [first]
+    assert page.get_by_test_id("pair-alone-1").get_attribute("src")
+    assert page.get_by_test_id("pair-alone-2").get_attribute("src") is None
+    expect(page.locator("figure.is-unnamed")).to_have_count(1)
+    expect(page.locator("figure.is-unnamed figcaption")).to_contain_text("too short to be a digit")
+    assert overlay_colours(page)["green" if colour_of(page)[first] == "red" else "red"] == 0
+    expect(page.locator("#pair-capsule option[value='1']")).to_be_disabled()
+    expect(page.locator("#pair-lengths li.pair-first, #pair-lengths li.pair-second")).to_have_count(1)
+    page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-one-named.png"))
+
+
+def test_section_7_is_reached_from_the_top_of_the_page(session: tuple[Any, Watch]) -> None:
+    page, _ = session
+    link = page.get_by_test_id("jump-pairs")
+    expect(link).to_be_visible()
+    assert link.bounding_box()["y"] < 300, "the link to section 7 is not at the top of the page"
+    link.click()
+    page.wait_for_function("() => { const t = document.getElementById('h-pairs').getBoundingClientRect().top; return t >= 0 && t < 200; }")
