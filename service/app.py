@@ -108,6 +108,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     gc.collect()
     gc.freeze()
     state.ready = True
+    if grpc_server is not None:
+        await grpc_server.ready()
     log.info(
         "ready: %s %s on %s, batches of up to %d, %d at once (%s ms an image on the session for batches under load)",
         card.name,

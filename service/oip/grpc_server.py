@@ -13,7 +13,9 @@ per-model statistics, and on /metrics the same counters (`capsnet_requests_total
 gRPC method's path, the status its gRPC code) and phase histograms (endpoint `grpc:/v2/models/<model>/infer`). A message
 larger than CAPSNET_MAX_BODY_BYTES is refused by gRPC itself before it is read (RESOURCE_EXHAUSTED).
 
-Served: ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelConfig, ModelStatistics and ModelInfer.
+Served: ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelConfig, ModelStatistics and ModelInfer;
+beside them grpc.health.v1's Check and Watch (for "" and the inference service: SERVING once the models are warm,
+NOT_SERVING from the start of a drain) and server reflection.
 The repository, shared-memory, trace and log RPCs are Triton's server administration, which this service does not
 have, and ModelStreamInfer (for decoupled models and sequences, which it has neither): UNIMPLEMENTED.
 """
@@ -28,6 +30,8 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import json_format
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 from opentelemetry.trace import SpanKind
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
@@ -241,6 +245,11 @@ class GrpcServer:
             ]
         )
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(state, name, version), self.server)
+        # grpc.health.v1, what Kubernetes' gRPC probe and grpc_health_probe ask, for the server ("") and the service by
+        # name; and reflection, so that grpcurl and Postman find the services without the .proto files
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection((SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
         self.port = 0
 
     async def start(self, host: str, port: int) -> None:
@@ -253,8 +262,18 @@ class GrpcServer:
         if not self.port:
             raise RuntimeError(f"cannot listen for gRPC on {address}")
         await self.server.start()
+        serving = health_pb2.HealthCheckResponse.SERVING if self.state.ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        for service in ("", SERVICE):
+            await self.health.set(service, serving)
         log.info("gRPC (the Open Inference Protocol, %s) on %s", SERVICE, address)
 
+    async def ready(self) -> None:
+        """The models are warm: health says SERVING (a server started before they are says NOT_SERVING until then)."""
+        for service in ("", SERVICE):
+            await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+
     async def stop(self, grace_s: float) -> None:
-        """New calls refused at once; calls in flight get `grace_s` to finish."""
+        """Health says NOT_SERVING to every check and watcher first, so that a balancer stops sending; then new calls are
+        refused at once and calls in flight get `grace_s` to finish."""
+        await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)

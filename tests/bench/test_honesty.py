@@ -11,6 +11,7 @@ import pytest
 from bench import honesty
 from model import honesty_sets as hs
 from tests.conftest import MNIST, WEIGHTS
+from tests.needs import need_mnist
 
 
 def _pairwise(pos: np.ndarray, neg: np.ndarray) -> float:
@@ -27,8 +28,7 @@ def test_auc_counts_pairs_and_ties():
 
 
 def test_a_small_run_answers_every_set_and_signal(tmp_path):
-    if not MNIST.is_dir():
-        pytest.skip(f"MNIST not found at {MNIST}")
+    need_mnist()
     names = [n for n in hs.SETS if not n.startswith("glyphs") or hs.fonts_for("held_out")]
     args = ["--scale", "0.01", "--sets", *names, "--data", str(MNIST), "--weights", str(WEIGHTS), "--results", str(tmp_path)]
     honesty.main([*args, "--save-inputs", str(tmp_path / "inputs.npz")])

@@ -3,20 +3,17 @@ test here skips with one line saying what to run, unless CAPSNET_REQUIRE_CONTAIN
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.containers.engine import CPU_BUILD_ARGS, CPU_IMAGE, Engine, find_engine
+from tests.needs import missing
 
 
 @pytest.fixture(scope="session")
 def engine() -> Engine:
     found, why = find_engine()
     if found is None:
-        if os.environ.get("CAPSNET_REQUIRE_CONTAINERS") == "1":
-            pytest.fail(f"{why} (CAPSNET_REQUIRE_CONTAINERS=1)")
-        pytest.skip(why)
+        missing("containers", why)
     return found
 
 

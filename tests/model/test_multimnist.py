@@ -366,14 +366,11 @@ def test_a_run_resumed_from_the_export_scores_what_the_export_scores(exported, t
     assert before == after
 
 
-@pytest.mark.skipif(not (WEIGHTS / "multimnist.onnx").exists(), reason="no two-digit network committed yet")
 def test_the_committed_export_resumes_as_it_scores(tmp_path) -> None:
     from model.data import load_tensors
-    from tests.conftest import MNIST
+    from tests.needs import need_mnist
 
-    if not MNIST.is_dir():
-        pytest.skip(f"MNIST is not at {MNIST}")
-    _, _, x, y = load_tensors(MNIST, limit=1)
+    _, _, x, y = load_tensors(need_mnist(), limit=1)
     before, after = _scores_before_and_after_resuming(WEIGHTS / "multimnist.onnx", fixed_test_pairs(x, y, 500), tmp_path)
     assert before == after and before["both_right"] > 0.5
 

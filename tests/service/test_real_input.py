@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.conftest import MNIST
+from tests.needs import need_mnist
 from tests.service import realworld
 from tests.service.helpers import encode
 
@@ -21,9 +21,7 @@ from tests.service.helpers import encode
 def mnist_test() -> tuple[np.ndarray, np.ndarray]:
     from model.data import load_mnist
 
-    if not MNIST.is_dir():
-        pytest.skip(f"MNIST not found at {MNIST}")
-    return load_mnist(MNIST, "test")
+    return load_mnist(need_mnist(), "test")
 
 
 def post(client, data: bytes, include: str = "") -> dict:

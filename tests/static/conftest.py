@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from harness.server import Server
+from tests.needs import missing
 from tests.static.pages import Watch, open_page
 
 CHROMIUM = os.environ.get("CAPSNET_CHROMIUM", "/usr/bin/chromium")
@@ -22,9 +23,7 @@ READY_TIMEOUT_S = 60.0
 
 
 def _require_browser(reason: str) -> None:
-    if os.environ.get("CAPSNET_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"{reason} (CAPSNET_REQUIRE_BROWSER=1)")
-    pytest.skip(reason)
+    missing("browser", reason)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import committed_pairs
 from tests.static.pages import Watch
 from tests.static.test_page import ONE, OUTPUT, PAIR, ZERO, draw, expect, overlay_colours, predictions
 
@@ -38,7 +37,6 @@ def colour_of(page: Any) -> dict[int, str]:
     return {d: c for d, c in zip(ranked, colours) if c}
 
 
-@pytest.mark.skipif(not committed_pairs(), reason="naming both drawn digits needs the trained two-digit network")
 @pytest.mark.parametrize("order", ["one first", "zero first"])
 def test_each_redrawing_takes_the_colour_of_its_ink(session: tuple[Any, Watch], order: str) -> None:
     page, _ = session

@@ -9,7 +9,6 @@ unless CAPSNET_REQUIRE_TRITON=1 (as in .ci/run), which fails them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import httpx
@@ -23,6 +22,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from deploy.triton.config import parse_pbtxt
 from harness.server import Server
 from harness.tritonserver import COMMITTED, MODELS, TritonServer, TritonUnavailable
+from tests.needs import missing
 from tests.service.routers.test_oip import (
     CAPSNET_OUTPUT_SIGNATURE,
     CAPSNET_OUTPUTS,
@@ -35,9 +35,7 @@ from tests.service.routers.test_oip import (
 
 
 def _missing(reason: str):
-    if os.environ.get("CAPSNET_REQUIRE_TRITON") == "1":
-        pytest.fail(f"CAPSNET_REQUIRE_TRITON=1 but {reason}")
-    pytest.skip(f"{reason}; run tests/triton/setup.sh")
+    missing("triton", f"{reason}; run tests/triton/setup.sh")
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +146,6 @@ def test_the_front_runs_its_models_on_real_triton(tritonserver):
         local.stop()
 
 
-@pytest.mark.skipif("multimnist" not in MODELS, reason="the committed repository has no two-digit network yet")
 def test_the_two_digit_network_equals_onnxruntime(client):
     """`multimnist` on Triton answers as its ONNX file does in onnxruntime: the same graph, the same names, 36x36."""
     x = np.random.default_rng(36).random((3, 1, 36, 36), dtype=np.float32)

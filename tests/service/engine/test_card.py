@@ -51,7 +51,6 @@ def test_auto_serves_int8_on_the_cpu_only():
         choose_precision(good, "fp16", "CPU")
 
 
-@pytest.mark.skipif("int8" not in CARD, reason="the committed model card lists no INT8 model")
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_both_precisions_serve(precision):
     with TestClient(create_app(Settings(precision=precision, intra_op_threads=1, warmup_runs=0))) as c:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import cv2
@@ -13,6 +12,7 @@ from PIL import Image
 
 from model import honesty_sets as hs
 from tests.conftest import MNIST, WEIGHTS
+from tests.needs import missing, need_mnist
 from tests.service.helpers import b64, encode, png_pixels, stroke_digit_one
 
 
@@ -25,9 +25,7 @@ def session(client) -> ort.InferenceSession:
 def digits(n: int = 8) -> tuple[np.ndarray, np.ndarray]:
     from model.data import load_mnist
 
-    if not MNIST.is_dir():
-        pytest.skip(f"MNIST not found at {MNIST}")
-    x, y = load_mnist(MNIST, "test")
+    x, y = load_mnist(need_mnist(), "test")
     return x[:n], y[:n]
 
 
@@ -226,15 +224,12 @@ def _flagged(answers: list[dict]) -> float:
     return float(np.mean([not a["blank"] and not a["is_digit"] for a in answers]))
 
 
-@pytest.mark.skipif(not MNIST.is_dir(), reason=f"MNIST not found at {MNIST}")
 def test_letters_blank_paper_and_real_digits_are_answered_honestly(client):
     """Uploads as people make them, from the held-out sets (fonts, seeds and MNIST test digits the rule was never fitted
     on): letters are turned away, blank paper is blank, real digits, even blurry low-resolution ones, are digits; and
     every turned-away answer says why. The model card holds the same figures on the full sets."""
     if not hs.fonts_for("held_out"):
-        if os.environ.get("CAPSNET_REQUIRE_FONTS") == "1":
-            pytest.fail(f"no fonts: apt-get install {' '.join(hs.FONT_PACKAGES)}")
-        pytest.skip(f"no fonts: apt-get install {' '.join(hs.FONT_PACKAGES)}")
+        missing("fonts", f"no fonts: apt-get install {' '.join(hs.FONT_PACKAGES)}")
     letters = _answers(client, hs.glyphs("held_out", 60, photographed=False)[0] + hs.glyphs("held_out", 60, photographed=True)[0])
     paper = _answers(client, hs.blank("held_out", 100, jpeg=True)[0])
     photos = _answers(client, hs.mnist_photo("held_out", 100, MNIST)[0])

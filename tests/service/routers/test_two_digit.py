@@ -18,13 +18,11 @@ from PIL import Image
 from model import MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
 from model.data import load_tensors
 from model.multimnist import fixed_test_pairs, place
-from tests.conftest import MNIST, WEIGHTS, committed_pairs
+from tests.conftest import WEIGHTS
+from tests.needs import need_mnist
 from tests.service.helpers import png_pixels
 
 PAIRS = 20
-trained = pytest.mark.skipif(
-    not committed_pairs(), reason="the committed card has no two-digit network yet (make train-multimnist export-multimnist)"
-)
 
 
 def committed_both_right() -> float:
@@ -46,9 +44,7 @@ def client(pair_weights):
 
 @pytest.fixture(scope="module")
 def mnist_test():
-    if not MNIST.is_dir():
-        pytest.skip(f"MNIST is not at {MNIST}")
-    _, _, x, y = load_tensors(MNIST, limit=1)
+    _, _, x, y = load_tensors(need_mnist(), limit=1)
     return x, y
 
 
@@ -67,7 +63,6 @@ def predict_pair(client, data: bytes) -> dict:
     return r.json()
 
 
-@trained
 def test_uploaded_pairs_name_both_digits(client, mnist_test) -> None:
     """Pictures of test pairs, dark on light and light on dark, four times the size: both digits named."""
     pairs = fixed_test_pairs(*mnist_test, PAIRS)
@@ -80,7 +75,6 @@ def test_uploaded_pairs_name_both_digits(client, mnist_test) -> None:
     assert right >= PAIRS * (committed_both_right() - 0.2), f"{right} of {PAIRS} pairs read right"
 
 
-@trained
 def test_each_reconstruction_is_nearer_its_own_digit(client, mnist_test) -> None:
     """The paper's Figure 5: the overlap pulled apart, each redrawing closer to its own digit than to the other."""
     pairs = fixed_test_pairs(*mnist_test, PAIRS)
@@ -119,7 +113,6 @@ def test_a_blank_names_no_digit(client) -> None:
     assert empty["predictions"] == [] and empty["blank"] is True
 
 
-@trained
 def test_a_lone_digit_is_one_digit(client, mnist_test) -> None:
     x, y = mnist_test
     singles = place(x[:PAIRS], torch.Generator().manual_seed(5))
