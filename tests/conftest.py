@@ -3,6 +3,7 @@ committed-accuracy test uses it."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -57,3 +58,23 @@ def pair_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
     card["multimnist"] = entry
     (out / "model-card.json").write_text(json.dumps(card, indent=1))
     return out
+
+
+def fewest(p: float, n: int, risk: float = 1e-3) -> int:
+    """The bar for a count of successes out of n when each succeeds with the card's rate p: the largest k with
+    P(Binomial(n, p) < k) <= risk. A test holding a figure to k fails a network that does as the card says once in
+    1/risk runs at most, and a real regression far more often: the margin comes from the set's size, not from the last
+    results."""
+    below, k = 0.0, 0
+    while k <= n:
+        term = math.comb(n, k) * p**k * (1 - p) ** (n - k)
+        if below + term > risk:
+            return k
+        below += term
+        k += 1
+    return n
+
+
+def most(p: float, n: int, risk: float = 1e-3) -> int:
+    """The bar for a count of failures out of n at the card's rate p: the smallest k with P(Binomial(n, p) > k) <= risk."""
+    return n - fewest(1 - p, n, risk)

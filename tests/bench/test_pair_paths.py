@@ -1,0 +1,61 @@
+"""bench/pair_paths.py: lone digits and pairs through each path, and the card's figures for them held on a fresh,
+seeded sample (a one-in-a-thousand bar from the sample's size: tests.conftest.fewest and most)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from bench import pair_paths
+from model.pair_rule import PATHS
+from tests.conftest import WEIGHTS, fewest, most
+from tests.needs import need_mnist
+
+N = 60  # lone digits, and as many pairs, per path
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """The committed network and rule on 60 + 60 test items per path, and the rule fitted again on as many training ones
+    (in a copy of weights/, which --calibrate writes into)."""
+    weights = tmp_path_factory.mktemp("pair-paths") / "weights"
+    shutil.copytree(WEIGHTS, weights)
+    return pair_paths.measure(weights, need_mnist(), N, calibrate=True), weights
+
+
+def test_each_path_reads_as_the_card_says(measured) -> None:
+    result, _ = measured
+    card = json.loads((WEIGHTS / "model-card.json").read_text())["multimnist"]["second_digit"]["held_out"]
+    for path in PATHS:
+        got, want = result["card_rule"][path], card[path]
+        assert got["lone"] == got["pairs"] == N
+        assert got["lone_called_two"] * N <= most(want["lone_called_two"], N), path
+        assert got["pairs_called_one"] * N <= most(want["pairs_called_one"], N), path
+        assert round(got["pairs_both_named"] * N) >= fewest(want["pairs_both_named"], N), path
+        assert round(got["lone_read_right"] * N) >= fewest(want["lone_read_right"], N), path
+
+
+def test_calibrating_writes_a_rule_the_service_reads_with_its_held_out_figures(measured) -> None:
+    from service.engine.card import load_card
+
+    result, weights = measured
+    second = load_card(weights).multimnist.second_digit
+    assert second.pair_rule is not None and set(second.pair_rule.thresholds) == set(PATHS)
+    assert second.held_out == result["fitted_rule"]
+    assert all(0.0 <= v <= 1.0 for f in result["fitted_rule"].values() for k, v in f.items() if k not in ("lone", "pairs"))
+
+
+def test_the_paths_draw_the_same_digits_as_the_network_sees_them() -> None:
+    """One lone digit and one pair through each path land on the canvas where the pixels put them: the same ink, centred."""
+    x = (np.random.default_rng(0).random((2, 28, 28)) > 0.8).astype(np.uint8) * 255
+    x[:, :4], x[:, -4:], x[:, :, :4], x[:, :, -4:] = 0, 0, 0, 0
+    items = [
+        {"digits": [0], "labels": [1], "shifts": np.zeros((1, 2), int)},
+        {"digits": [0, 1], "labels": [1, 2], "shifts": np.array([[-2, 0], [2, 1]])},
+    ]
+    got = pair_paths.inputs(x, items, 23)
+    for path in PATHS:
+        assert got[path].shape == (2, 1, 36, 36) and got[path].max() > 0.5, path
