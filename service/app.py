@@ -46,12 +46,14 @@ DESCRIPTION = """A Capsule Network (Sabour, Frosst & Hinton, 2017) trained on MN
 
 `/predict` returns the 10 digit capsules' lengths and 16-D poses and the decoder's reconstruction;
 `/reconstruct` and `/perturb` drive the decoder with a pose of your choosing. Errors are JSON:
-`{"error": code, "detail": message}`, with `errors` listing each invalid field of a 422. A method a path does not
-take is a 405 (`method_not_allowed`) before anything else is looked at; every GET endpoint also answers HEAD.
+`{"error": code, "detail": message}`; a 422 from the schema lists each invalid field in `errors`, one from a check the
+schema cannot make (a pose's length or range, the number of deltas or batch items, the pixels' shape) names it in
+`detail`. A method a path does not take is a 405 (`method_not_allowed`) before anything else is looked at; every GET
+endpoint also answers HEAD.
 
-`/v2` is the Open Inference Protocol (KServe v2 / Triton) for the two graphs, `capsnet` and `decoder`, as tritonclient
-speaks it (JSON or binary tensors, Triton's config and statistics extensions), with the protocol's own error body
-`{"error": message}`."""
+`/v2` is the Open Inference Protocol (KServe v2 / Triton) for its four graphs, `capsnet`, `decoder`, `multimnist` and
+`multimnist-decoder` (the last two where the card has the two-digit network), as tritonclient speaks it (JSON or binary
+tensors, Triton's config and statistics extensions), with the protocol's own error body `{"error": message}`."""
 
 
 @asynccontextmanager

@@ -184,6 +184,9 @@ def install_handlers(app: FastAPI) -> None:
 
     async def answer(request: Request, exc: Exception) -> JSONResponse:
         f = classify(exc, f"{request.method} {request.url.path}")
+        path = request.url.path
+        if path == "/v2" or path.startswith("/v2/"):  # a method or path the protocol's routes do not take: its own body
+            return JSONResponse({"error": f.detail}, status_code=f.status, headers=f.headers)
         return json_error(f.status, f.code, f.detail, f.headers, **f.extra)
 
     for kind in (ClientError, RequestValidationError, StarletteHTTPException, Overloaded, InferenceFailed, Exception):

@@ -10,9 +10,9 @@ answers only the graph's outputs, not the service's counterfactuals; `decoder` r
 Besides the core protocol: Triton's model configuration (`.../config`) and statistics (`.../stats`) extensions and the
 binary tensor data extension (service/oip/codec.py). Errors on these routes are the protocol's `{"error": message}` with the
 status Triton gives (400 invalid, 404 unknown model or version, 503 loading or overloaded); the rest of the service
-keeps its own error body. A method a path does not take, or a path under /v2 that is none of these, is still answered
-by the service's own 405 and 404. What is not HTTP (which models, how each runs, its configuration and statistics, how
-a failure is worded) is in service/oip/models.py, which the gRPC server calls too.
+keeps its own error body. A method a path does not take, or a path under /v2 that is none of these, is a 405 or 404
+in the protocol's body too (service/errors.install_handlers). What is not HTTP (which models, how each runs, its
+configuration and statistics, how a failure is worded) is in service/oip/models.py, which the gRPC server calls too.
 """
 
 from __future__ import annotations
