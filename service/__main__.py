@@ -24,8 +24,9 @@ def main() -> None:
     logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(LogContext())
+    app = create_app(s, load_in_background=True)  # the port answers (503 with Retry-After) while the models load
     config = uvicorn.Config(
-        create_app(s),
+        app,
         host=s.host,
         port=s.port,
         workers=1,
@@ -37,8 +38,9 @@ def main() -> None:
         server_header=False,
     )
     server = uvicorn.Server(config)
+    app.state.capsnet.stop = lambda: setattr(server, "should_exit", True)  # models that fail to load end the process
     server.run()
-    if not server.started:
+    if not server.started or app.state.capsnet.failed:
         sys.exit(STARTUP_FAILURE)
 
 

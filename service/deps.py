@@ -30,7 +30,7 @@ async def ready_state(request: Request) -> AppState:
     """For routes that need the model: 503 until the sessions are loaded and warm."""
     state: AppState = request.app.state.capsnet
     if not state.ready or state.engine is None:
-        raise NotReady("model is loading; retry shortly")
+        raise NotReady("model is loading; retry shortly", {"Retry-After": "1"})
     return state
 
 

@@ -17,6 +17,7 @@ from service.engine.batcher import Inference
 from service.metrics import Metrics, progress
 
 if TYPE_CHECKING:
+    from service.payload_log import PayloadLog
     from service.tracing import RequestTrace
 
 X = TypeVar("X")
@@ -43,10 +44,12 @@ async def run_phases(
     carried_s: float = 0.0,
     *,
     model_name: str | None = None,
+    payloads: PayloadLog | None = None,
 ) -> Timed[R]:
     """preprocess, then model on what it made, then postprocess on both. `carried_s`: preprocessing done before the
-    route ran (the body's parse, service.http.body). `model_name` names the model in a trace (by default the one
-    `?model=` in the endpoint names, else capsnet)."""
+    route ran (the body's parse, service.http.body). `model_name` names the model in a trace and the payload log (by
+    default the one `?model=` in the endpoint names, else capsnet). `payloads`: where a sample of inputs and outputs is
+    written (service/payload_log.py), when on."""
     phases, at = metrics.phases, progress()
     at.phase = "preprocess"
     start = began = time.perf_counter()
@@ -67,13 +70,11 @@ async def run_phases(
         if at.trace is not None:
             at.trace.phase(at.phase, began, time.perf_counter(), error=e)
         raise
+    name = model_name or endpoint.partition("?model=")[2] or "capsnet"
     if at.trace is not None:
-        _trace(
-            at.trace,
-            model_name or endpoint.partition("?model=")[2] or "capsnet",
-            inference,
-            (start - carried_s, preprocessed, inferred, done),
-        )
+        _trace(at.trace, name, inference, (start - carried_s, preprocessed, inferred, done))
+    if payloads is not None:
+        payloads.record(endpoint, name, x, inference.out)
     return Timed(result, carried_s + preprocessed - start, inferred - preprocessed, inference, done - inferred)
 
 

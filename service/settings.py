@@ -24,6 +24,11 @@ class Settings(BaseSettings):
         le=65535,
         description="port of the Open Inference Protocol over gRPC (Triton's GRPCInferenceService), on `host`; unset: no gRPC",
     )
+    payload_log: str | None = Field(
+        None, description="a file (or `-`, standard error) for JSON lines of what the models were given and answered; unset: off"
+    )
+    payload_log_sample: float = Field(1.0, gt=0.0, le=1.0, description="with payload_log: the share of requests written")
+    payload_log_tensors: bool = Field(False, description="with payload_log: write input tensors' values, not only their sha256")
     weights_dir: Path = Field(ROOT / "weights", description="holds capsnet.onnx, decoder.onnx, model-card.json")
     static_dir: Path = Field(ROOT / "static", description="the page's scripts and styles")
     templates_dir: Path = Field(ROOT / "templates", description="the page's jinja2 templates")

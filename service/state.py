@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from service.engine.batcher import Batcher
@@ -14,6 +15,7 @@ from service.inputs.mnist_test_set import TestDigits
 from service.inputs.uploads import DecodePool
 from service.metrics import Metrics
 from service.oip.stats import ModelStats
+from service.payload_log import PayloadLog
 from service.settings import Settings
 from service.tracing import Tracing
 
@@ -33,6 +35,9 @@ class AppState:
     decoder_files: dict[str, DecoderFile] = field(default_factory=dict)  # the decoders the page may run itself, by model
     atlas: dict | None = None  # weights/dimensions.json when it was measured on this model (routers/dimensions.py)
     ready: bool = False
+    failed: str | None = None  # why loading the models failed (the process then stops: service/app.py)
+    stop: Callable[[], None] | None = None  # how to stop the process it serves in (`python -m service` sets it)
+    payload_log: PayloadLog | None = None  # a sample of inputs and outputs as JSON lines, when CAPSNET_PAYLOAD_LOG asks
     tracing: Tracing | None = None  # OpenTelemetry, when the OTEL_* variables turn it on (service/tracing.py)
     # the Open Inference Protocol's statistics, counted from what /v2 served (service/routers/oip.py)
     oip_stats: dict[str, ModelStats] = field(default_factory=lambda: {name: ModelStats() for name in OIP_MODELS})

@@ -184,7 +184,7 @@ async def infer(
     start = time.perf_counter()
     try:
         preprocess, received_s = await parse()
-        timed = await run_phases(state.metrics, endpoint, preprocess, run, encode, model_name=model.name)
+        timed = await run_phases(state.metrics, endpoint, preprocess, run, encode, model_name=model.name, payloads=state.payload_log)
     except Exception:
         stats.failed(int((time.perf_counter() - start) * 1e9))
         raise

@@ -208,7 +208,9 @@ async def _predict_pair(body: Body, state: AppState, pairs: PairEngine, with_pix
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         return FastJSON(pair_answer(pairs, inference.out, images[0], state.card.digit_rule, with_pixels, path))
 
-    return (await run_phases(state.metrics, f"/predict?model={PAIRS}", preprocess(), pairs.predict, answer, body.parse_s)).result
+    endpoint = f"/predict?model={PAIRS}"
+    timed = await run_phases(state.metrics, endpoint, preprocess(), pairs.predict, answer, body.parse_s, payloads=state.payload_log)
+    return timed.result
 
 
 @router.post(
@@ -242,7 +244,8 @@ async def predict(body: Upload, state: ReadyDep, query: PredictArgs) -> FastJSON
         verdicts = state.card.digit_rule.judge(images, inference.out)
         return FastJSON(_result(inference.out, 0, images[0], state, extras, verdicts, routing))  # ~0.1 ms: cheaper than a thread hop
 
-    return (await run_phases(state.metrics, "/predict", _images(body, state, batch=False), model, answer, body.parse_s)).result
+    images = _images(body, state, batch=False)
+    return (await run_phases(state.metrics, "/predict", images, model, answer, body.parse_s, payloads=state.payload_log)).result
 
 
 @router.post(
@@ -267,7 +270,8 @@ async def predict_batch(body: Upload, state: ReadyDep, query: BatchArgs) -> Fast
         results = await in_thread(lambda: [_result(out, i, images[i], state, extras, verdicts, routing) for i in range(len(images))])
         return FastJSON({"results": results})
 
-    return (await run_phases(state.metrics, "/predict/batch", _images(body, state, batch=True), model, answer, body.parse_s)).result
+    images = _images(body, state, batch=True)
+    return (await run_phases(state.metrics, "/predict/batch", images, model, answer, body.parse_s, payloads=state.payload_log)).result
 
 
 @router.post(
@@ -312,4 +316,4 @@ async def probe(body: Upload, state: ReadyDep, with_pixels: WithPixels) -> FastJ
 
         return FastJSON(await in_thread(encode))
 
-    return (await run_phases(state.metrics, "/probe", preprocess(), model, answer, body.parse_s)).result
+    return (await run_phases(state.metrics, "/probe", preprocess(), model, answer, body.parse_s, payloads=state.payload_log)).result
