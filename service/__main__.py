@@ -12,6 +12,7 @@ import sys
 import uvicorn
 
 from service.app import create_app
+from service.http.auth import KeysError
 from service.settings import get_settings
 from service.tracing import LogContext
 
@@ -24,7 +25,11 @@ def main() -> None:
     logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(LogContext())
-    app = create_app(s, load_in_background=True)  # the port answers (503 with Retry-After) while the models load
+    try:
+        app = create_app(s, load_in_background=True)  # the port answers (503 with Retry-After) while the models load
+    except KeysError as e:
+        logging.getLogger("capsnet.app").error("cannot start: %s", e)
+        sys.exit(STARTUP_FAILURE)
     config = uvicorn.Config(
         app,
         host=s.host,

@@ -30,6 +30,7 @@ from service.engine.remote import connect_engine
 from service.engine.routing_inspector import load_tracer
 from service.engine.two_digit import MAX_AT_ONCE, PairEngine, load_pairs
 from service.errors import EngineUnavailable, install_handlers
+from service.http.auth import ApiKeyMiddleware, load_keys
 from service.http.middleware import EdgeMiddleware
 from service.inputs.mnist_test_set import TestDigits
 from service.inputs.uploads import DecodePool
@@ -226,10 +227,16 @@ def create_app(settings: Settings | None = None, span_exporter: SpanExporter | N
     app.include_router(oip.router)
     app.include_router(page.router)
     app.mount("/static", StaticFiles(directory=str(settings.static_dir)), name="static")
+    state = app.state.capsnet
+    if settings.api_keys_file is not None:  # innermost: CORS answers a preflight, and the edge counts a 401 as any answer
+        state.api_keys = load_keys(settings.api_keys_file)
+        app.add_middleware(ApiKeyMiddleware, keys=state.api_keys)
     if settings.cors_origins:
         app.add_middleware(
-            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"], allow_headers=["content-type"]
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["content-type", "authorization"],
         )
-    state = app.state.capsnet
     app.add_middleware(EdgeMiddleware, metrics=metrics, drop_abandoned=settings.drop_abandoned, tracing=lambda: state.tracing)
     return app

@@ -24,6 +24,11 @@ class Settings(BaseSettings):
         le=65535,
         description="port of the Open Inference Protocol over gRPC (Triton's GRPCInferenceService), on `host`; unset: no gRPC",
     )
+    api_keys_file: Path | None = Field(
+        None,
+        description="a file of API keys, one a line: with it, every request but the probes and the page needs "
+        "`Authorization: Bearer <key>` (gRPC metadata too); unset: no key asked",
+    )
     payload_log: str | None = Field(
         None, description="a file (or `-`, standard error) for JSON lines of what the models were given and answered; unset: off"
     )

@@ -35,6 +35,7 @@ class AppState:
     decoder_files: dict[str, DecoderFile] = field(default_factory=dict)  # the decoders the page may run itself, by model
     atlas: dict | None = None  # weights/dimensions.json when it was measured on this model (routers/dimensions.py)
     ready: bool = False
+    api_keys: tuple[bytes, ...] = ()  # CAPSNET_API_KEYS_FILE's keys; none: no key asked (service/http/auth.py)
     failed: str | None = None  # why loading the models failed (the process then stops: service/app.py)
     stop: Callable[[], None] | None = None  # how to stop the process it serves in (`python -m service` sets it)
     payload_log: PayloadLog | None = None  # a sample of inputs and outputs as JSON lines, when CAPSNET_PAYLOAD_LOG asks

@@ -10,6 +10,7 @@
  */
 import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
 import { Channel } from "./channel.js";
+import { setUpKeyForm, withKey } from "./key.js";
 import { createPairs } from "./pairs.js";
 import { createProbe } from "./probe.js";
 import { createRoutingInspector } from "./routing.js";
@@ -107,7 +108,7 @@ import { createRoutingInspector } from "./routing.js";
 
   // fetch() a JSON endpoint of this server; resolves to the parsed body, rejects with a readable Error.
   function api(path, body) {
-    var opts = { method: "POST", headers: { "Accept": "application/json" } };
+    var opts = { method: "POST", headers: withKey({ "Accept": "application/json" }) };
     if (body instanceof FormData) {
       opts.body = body;
     } else {
@@ -403,7 +404,7 @@ import { createRoutingInspector } from "./routing.js";
   // What each pose dimension of the selected capsule does, as measured offline (GET /dimensions, model/atlas.py):
   // "width +1.8 px per +0.1", or "local" where no global measure dominates.
   var atlas = null;
-  fetch("/dimensions", { headers: { "Accept": "application/json" } }).then(function (res) {
+  fetch("/dimensions", { headers: withKey({ "Accept": "application/json" }) }).then(function (res) {
     return res.ok ? res.json() : null;
   }).then(function (data) { atlas = data; showDimensionLabels(); }, function () { atlas = null; });
 
@@ -697,6 +698,7 @@ import { createRoutingInspector } from "./routing.js";
 
   if (typeof ResizeObserver === "function") new ResizeObserver(fitCanvas).observe(els.canvas);
   window.addEventListener("resize", fitCanvas);
+  setUpKeyForm();
   fitCanvas();
   clearResult();
   redraw();

@@ -8,6 +8,7 @@
  * cannot. "Two random test digits" asks the server for a pair made from MNIST's test set, where the server has it.
  */
 import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
+import { withKey } from "./key.js";
 
 
 var PREDICT = "/predict?model=multimnist&include=pixels"; // pixels: the overlay is drawn from the redrawings' values
@@ -146,7 +147,7 @@ export function createPairs(opts) {
 
   if (els.random) {
     els.random.addEventListener("click", function () {
-      fetch(SAMPLE).then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("HTTP " + r.status)); }).then(function (s) {
+      fetch(SAMPLE, { headers: withKey({}) }).then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("HTTP " + r.status)); }).then(function (s) {
         state.strokes = []; state.sample = s.pixels;
         redraw();
         els.verdict.dataset.truth = s.labels.join(",");

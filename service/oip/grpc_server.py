@@ -38,6 +38,7 @@ from tritonclient.grpc import service_pb2_grpc
 
 from service.engine.batcher import Inference
 from service.errors import grpc_code
+from service.http.auth import allowed, bearer
 from service.metrics import PROGRESS, Progress
 from service.oip import models
 from service.oip.codec import InferRequest, ModelSpec, OIPError
@@ -230,19 +231,41 @@ def _constant(answer: T) -> Callable[[], Awaitable[T]]:
     return give
 
 
+class KeyInterceptor(grpc.aio.ServerInterceptor):
+    """With API keys (service/http/auth.py), every call but health and reflection needs `authorization: Bearer <key>` in
+    its metadata; without it, UNAUTHENTICATED."""
+
+    OPEN = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+    def __init__(self, keys: tuple[bytes, ...]) -> None:
+        self.keys = keys
+
+        async def deny(request: Any, context: grpc.aio.ServicerContext) -> None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "this server wants an API key: authorization: Bearer <key>")
+
+        self.deny = grpc.unary_unary_rpc_method_handler(deny)
+
+    async def intercept_service(self, continuation: Callable[..., Awaitable[Any]], details: grpc.HandlerCallDetails) -> Any:
+        token = bearer(next((v for k, v in details.invocation_metadata or () if k == "authorization"), None))
+        if details.method.startswith(self.OPEN) or allowed(token, self.keys):
+            return await continuation(details)
+        return self.deny
+
+
 class GrpcServer:
     """grpc.aio's server in the app's event loop, started and stopped by the app's lifespan (service/app.py)."""
 
     def __init__(self, state: AppState, name: str, version: str) -> None:
         self.state = state
         self.server = grpc.aio.server(
+            interceptors=[KeyInterceptor(state.api_keys)] if state.api_keys else [],
             options=[
                 # a message over the body limit is refused before it is read, as a REST body over it is
                 ("grpc.max_receive_message_length", state.settings.max_body_bytes),
                 ("grpc.max_send_message_length", -1),
                 # without this, a second process could bind the same port and take half the connections
                 ("grpc.so_reuseport", 0),
-            ]
+            ],
         )
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(state, name, version), self.server)
         # grpc.health.v1, what Kubernetes' gRPC probe and grpc_health_probe ask, for the server ("") and the service by

@@ -37,6 +37,7 @@ async def index(request: Request, state: ReadyDep) -> HTMLResponse:
         "pair_size": state.pairs.card.image_size if state.pairs is not None else None,
         "pair_box": state.pairs.card.input.pair_box if state.pairs is not None else None,
         "pair_score": state.pairs.card.test if state.pairs is not None and state.pairs.card.test is not None else None,
+        "needs_key": bool(state.api_keys),  # the page asks for an API key only where the server wants one
         "pair_sample": state.pairs is not None and state.test_digits is not None and state.test_digits.available(),
         # where the page's own decoder fetches each network's decoder file (none: the sliders draw on the server)
         "decoder": _spec(state.decoder_files.get("capsnet")),
