@@ -208,3 +208,87 @@ def _json_documents(text: str) -> list[str]:
             docs.append("\n".join(current))
             current = []
     return docs
+
+
+class _OtlpReceiver:
+    """A collector's two OTLP doors on loopback, as the exporters reach them: HTTP (POST /v1/traces, protobuf) and gRPC
+    (TraceService/Export). What arrives is kept: (door, path, span names)."""
+
+    def __init__(self) -> None:
+        import threading
+        from concurrent import futures
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        import grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+        self.got: list[tuple[str, str, set[str]]] = []
+        got = self.got
+
+        def names(request: trace_service_pb2.ExportTraceServiceRequest) -> set[str]:
+            return {s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans}
+
+        class Http(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                got.append(("http", self.path, names(trace_service_pb2.ExportTraceServiceRequest.FromString(body))))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+                self.wfile.write(trace_service_pb2.ExportTraceServiceResponse().SerializeToString())
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        class Grpc(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request, context):
+                got.append(("grpc", "TraceService/Export", names(request)))
+                return trace_service_pb2.ExportTraceServiceResponse()
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Http)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.grpc = grpc.server(futures.ThreadPoolExecutor(2))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Grpc(), self.grpc)
+        self.grpc_port = self.grpc.add_insecure_port("127.0.0.1:0")
+        self.grpc.start()
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http.server_address[1]}"
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.grpc.stop(0)
+
+
+@pytest.mark.parametrize(
+    "protocol, where",
+    [("http/protobuf", "base"), ("http/protobuf", "traces"), ("grpc", "base")],
+    ids=["http-base-url", "http-traces-url", "grpc"],
+)
+def test_the_otlp_exporter_sends_where_the_variables_say(protocol, where):
+    """OTEL_EXPORTER_OTLP_ENDPOINT is a base URL (HTTP: spans to its /v1/traces), OTEL_EXPORTER_OTLP_TRACES_ENDPOINT the
+    very URL; with protocol grpc, the collector's gRPC address. A real receiver on loopback gets the request's spans."""
+    import httpx
+
+    receiver = _OtlpReceiver()
+    try:
+        env = {"OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_BSP_SCHEDULE_DELAY": "100", "CAPSNET_INTRA_OP_THREADS": "1"}
+        if protocol == "grpc":
+            env |= {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.grpc_port}", "OTEL_EXPORTER_OTLP_INSECURE": "true"}
+        elif where == "base":
+            env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.http_url
+        else:
+            env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = receiver.http_url + "/elsewhere/traces"
+        server = Server(env).wait_ready()
+        try:
+            assert httpx.post(server.url + "/predict", json={"pixels": _pixels()}, timeout=30).status_code == 200
+        finally:
+            server.stop()  # the batch processor's last spans go out as the process stops
+        door, path, names = receiver.got[-1]
+        assert door == ("grpc" if protocol == "grpc" else "http")
+        if door == "http":
+            assert path == {"base": "/v1/traces", "traces": "/elsewhere/traces"}[where]
+        assert {"POST /predict", "preprocess", "predict"} <= set().union(*(n for _, _, n in receiver.got))
+    finally:
+        receiver.close()

@@ -1,0 +1,77 @@
+"""What a person sees when something fails, in real Chromium against the real service: a file that is not an image,
+a redrawing or a Figure 4 grid the server could not make, and a gateway in front answering with a page that is not
+JSON. Each says what went wrong in the status line, in words, and the page goes on working."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from tests.static.pages import Watch
+from tests.static.test_page import ZERO, draw, expect, src, wait_predicted, wait_settled
+
+
+def _status(page: Any) -> Any:
+    return page.locator("#status")
+
+
+def test_a_file_that_is_not_an_image_is_named_and_nothing_is_sent(session: tuple[Any, Watch]) -> None:
+    page, watch = session
+    before = len(watch.urls)
+    page.get_by_test_id("upload").set_input_files(files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello"}])
+    expect(_status(page)).to_have_text("That file is not an image (text/plain).")
+    expect(_status(page)).to_have_class(re.compile(r"\bis-error\b"))
+    assert not [u for u in watch.urls[before:] if urlsplit(u).path == "/predict"]
+
+
+def test_a_failed_redrawing_and_grid_say_so_and_the_next_works(session: tuple[Any, Watch]) -> None:
+    """The server draws the sliders until the page's decoder is in; here it fails once (a 500 with an id, as the
+    service answers a model that raised) and the decoder's file cannot be had, so the server draws everything."""
+    page, watch = session
+    failures = {"/reconstruct": 1, "/perturb": 1}
+
+    def fail_once(route: Any) -> None:
+        path = urlsplit(route.request.url).path
+        if failures.get(path):
+            failures[path] -= 1
+            body = '{"error": "inference_failed", "detail": "the model failed on this request; quote id 0123456789ab"}'
+            route.fulfill(status=500, content_type="application/json", body=body)
+        else:
+            route.continue_()
+
+    page.route("**/decoders/*", lambda route: route.abort())
+    page.route(re.compile(r".*/(reconstruct|perturb)$"), fail_once)
+    draw(page, ZERO)
+    wait_predicted(page, 0)
+    expect(_status(page)).to_contain_text("Could not draw the Figure 4 grid: the model failed on this request; quote id")
+    page.get_by_test_id("pose-slider-0").focus()
+    page.keyboard.press("ArrowRight")
+    expect(_status(page)).to_contain_text("Could not reconstruct: the model failed on this request; quote id")
+    before = src(page, "reconstruction")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("(old) => document.querySelector('[data-testid=\"reconstruction\"]').getAttribute('src') !== old", arg=before)
+    page.wait_for_load_state("networkidle")
+    # the browser logs the failed requests itself (the 500s, the refused decoder file); nothing else went wrong
+    watch.errors = [e for e in watch.errors if "500" not in e and "ERR_FAILED" not in e and "decoders" not in e]
+
+
+def test_a_gateway_page_that_is_not_json_is_answered_in_words(session: tuple[Any, Watch]) -> None:
+    page, watch = session
+    page.route(
+        lambda url: urlsplit(url).path == "/predict",
+        lambda route: route.fulfill(status=502, content_type="text/html", body="<html><body>Bad Gateway</body></html>"),
+    )
+    draw(page, ZERO)
+    expect(_status(page)).to_contain_text("Could not classify: HTTP 502")
+    expect(page.get_by_test_id("prediction")).to_have_text("")
+    page.unroute(lambda url: urlsplit(url).path == "/predict")
+    watch.errors = [e for e in watch.errors if "502" not in e]
+
+
+def test_the_page_recovers_once_the_server_answers_again(session: tuple[Any, Watch]) -> None:
+    page, _ = session
+    draw(page, ZERO)
+    wait_predicted(page, 0)
+    wait_settled(page)
+    expect(_status(page)).not_to_have_class(re.compile(r"\bis-error\b"))
