@@ -26,8 +26,8 @@ import numpy as np
 import onnxruntime as ort
 from PIL import Image
 
+from harness.pen_paths import PAGE_SIDE, PEN, pair_items, render, trace
 from harness.pen_paths import place as place_strokes
-from harness.pen_paths import render, trace
 from model import MNIST_DIR, MULTIMNIST_FILE
 from model.idx import load_mnist
 from model.pair_rule import PATHS, PairRule, choose_thresholds, fit, mistakes, signals
@@ -36,26 +36,9 @@ from service.inputs.preprocess import WORK_SIDE, drawing_to_mnist, to_mnist
 
 log = logging.getLogger("bench.pair_paths")
 
-CANVAS, MAX_SHIFT, PAGE_SIDE, PEN = 36, 4, 280, 1 / 14  # the network's canvas and shift; the page's canvas and pen
+CANVAS = 36  # the two-digit network's canvas
 UPLOADS = (("png", 72), ("png", 144), ("png", 288), ("jpeg", 144))
 SEEDS = {"calibration": 11, "held_out": 2017}
-
-
-def _items(x: np.ndarray, y: np.ndarray, n: int, seed: int) -> list[dict]:
-    """n lone digits then n pairs: indices, labels and each digit's shift on the canvas."""
-    rng = np.random.default_rng(seed)
-    items = []
-    for k in range(2 * n):
-        a = int(rng.integers(len(x)))
-        digits = [a]
-        if k >= n:
-            b = int(rng.integers(len(x)))
-            while y[b] == y[a]:
-                b = int(rng.integers(len(x)))
-            digits.append(b)
-        shifts = rng.integers(-MAX_SHIFT, MAX_SHIFT + 1, (len(digits), 2))
-        items.append({"digits": digits, "labels": [int(y[d]) for d in digits], "shifts": shifts})
-    return items
 
 
 def _composite(x: np.ndarray, item: dict) -> np.ndarray:
@@ -130,7 +113,7 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
     split = {}
     for name, part in (("calibration", "train"), ("held_out", "test")):
         x, y = load_mnist(data, part)
-        items = _items(x, y, n, SEEDS[name])
+        items = pair_items(x, y, n, SEEDS[name])
         by_path = inputs(x, items, box)
         runs = {p: run(session, by_path[p]) for p in PATHS}
         sig = {p: signals(runs[p]["lengths"], runs[p]["reconstructions"], by_path[p]) for p in PATHS}

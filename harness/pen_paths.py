@@ -4,7 +4,8 @@ fractions of a canvas, for the page's tests to draw with the mouse and for the t
 A digit is thinned to a one-pixel skeleton (Zhang and Suen's thinning, 1984) at twice MNIST's resolution, and the
 skeleton is walked into strokes: each starts at an end (a pixel with one neighbour) while there is one, else anywhere,
 and follows unvisited neighbours, straight on where it can. Short spurs of a few pixels are dropped, as the pen would not
-have made them. Rendering (`render`) draws the strokes with a round pen, as the page's canvas does.
+have made them. Rendering (`render`) draws the strokes with a round pen, as the page's canvas does. `pair_items` draws
+the lone digits and pairs (indices, labels, each digit's shift) that the paths are measured on, MultiMNIST's way.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 Stroke = list[tuple[float, float]]
+PAGE_SIDE, PEN = 280, 1 / 14  # the page's two-digit canvas and its round pen, a fraction of the canvas wide
+MAX_SHIFT = 4  # each digit of a pair shifted up to this many px each way on the 36 px canvas, as MultiMNIST makes them
 NEIGHBOURS = [(-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1)]  # P2..P9, clockwise from north
 
 
@@ -91,3 +94,20 @@ def render(strokes: list[Stroke], side: int = 280, pen: float = 1 / 14) -> np.nd
         for x, y in (pts[0], pts[-1]):
             d.ellipse((x - width / 2, y - width / 2, x + width / 2, y + width / 2), fill=255)
     return np.asarray(img.resize((side, side), Image.Resampling.BOX), np.float32) / 255.0
+
+
+def pair_items(x: np.ndarray, y: np.ndarray, n: int, seed: int) -> list[dict]:
+    """n lone digits then n pairs: indices, labels and each digit's shift on the canvas."""
+    rng = np.random.default_rng(seed)
+    items = []
+    for k in range(2 * n):
+        a = int(rng.integers(len(x)))
+        digits = [a]
+        if k >= n:
+            b = int(rng.integers(len(x)))
+            while y[b] == y[a]:
+                b = int(rng.integers(len(x)))
+            digits.append(b)
+        shifts = rng.integers(-MAX_SHIFT, MAX_SHIFT + 1, (len(digits), 2))
+        items.append({"digits": digits, "labels": [int(y[d]) for d in digits], "shifts": shifts})
+    return items

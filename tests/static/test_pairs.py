@@ -4,6 +4,8 @@ not name is not drawn as a digit; the section is reached from the top of the pag
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from typing import Any
 from urllib.parse import urlsplit
@@ -83,3 +85,40 @@ def test_section_7_is_reached_from_the_top_of_the_page(session: tuple[Any, Watch
     assert link.bounding_box()["y"] < 300, "the link to section 7 is not at the top of the page"
     link.click()
     page.wait_for_function("() => { const t = document.getElementById('h-pairs').getBoundingClientRect().top; return t >= 0 && t < 200; }")
+
+
+def test_pen_strokes_traced_from_test_pairs_are_read_on_the_page_as_the_canvas_set_reads_them(session: tuple[Any, Watch]) -> None:
+    """The canvas path of bench/pair_paths.py (the card's `held_out.canvas` figures) is what the page does: MNIST test
+    pairs, each digit's pen strokes traced from it (harness/pen_paths.py), drawn with the mouse in red then green, are
+    named as the same strokes rendered in process and sent through the service's drawing path are named."""
+    import numpy as np
+    from PIL import Image
+
+    from harness.pen_paths import PAGE_SIDE, PEN, pair_items, place, render, trace
+    from model.idx import load_mnist
+    from tests.needs import need_mnist
+
+    page, _ = session
+    x, y = load_mnist(need_mnist(), "test")
+    pairs = pair_items(x, y, 6, seed=7)[6:]  # six pairs
+    base = page.url.rstrip("/")
+    agree = 0
+    for item in pairs:
+        strokes = [place(trace(x[d] / 255.0), 28 / 36, dx / 36, dy / 36) for d, (dy, dx) in zip(item["digits"], item["shifts"])]
+        # in process: the same strokes rendered as the page's pen draws them, sent as a canvas drawing
+        alpha = (render(strokes[0] + strokes[1], PAGE_SIDE, PEN) * 255).astype(np.uint8)
+        buf = io.BytesIO()
+        Image.merge("RGBA", (Image.new("L", alpha.shape[::-1], 17),) * 3 + (Image.fromarray(alpha),)).save(buf, "PNG")
+        data_url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+        expected = page.request.post(base + "/predict?model=multimnist", data={"image": data_url, "source": "canvas"}).json()
+        # on the page, with the mouse
+        page.get_by_test_id("pair-clear").click()
+        page.get_by_test_id(PAIR).scroll_into_view_if_needed()
+        seen = page.get_by_test_id("pair-input").get_attribute("src")
+        draw(page, strokes[0], steps=1, canvas=PAIR)
+        page.get_by_test_id("pair-ink-2").click()
+        draw(page, strokes[1], steps=1, canvas=PAIR)
+        page.wait_for_function(f"() => document.querySelector('[data-testid=\"pair-input\"]').getAttribute('src') !== {json.dumps(seen)}")
+        page.wait_for_load_state("networkidle")
+        agree += sorted(int(d) for d in predictions(page).split(",") if d) == sorted(expected["predictions"])
+    assert agree >= 5, f"the page named the digits as the canvas set does for {agree} of 6 pairs"
