@@ -48,8 +48,8 @@ def test_edge_answers_ready_and_right(stack: tuple[int, dict[str, str]]) -> None
     assert answer["prediction"] == 7 and answer["is_digit"] is True
 
 
-def test_grpc_answers_beside_the_edge(stack: tuple[int, dict[str, str]]) -> None:
-    """The Open Inference Protocol over gRPC on the port compose publishes for it (CAPSNET_GRPC_PORT in the container)."""
+def test_grpc_answers_through_the_edge(stack: tuple[int, dict[str, str]]) -> None:
+    """The Open Inference Protocol over gRPC on the port the edge publishes for it (HTTP/2 to CAPSNET_GRPC_PORT)."""
     import tritonclient.grpc as grpcclient
 
     wait_ready(f"http://127.0.0.1:{stack[0]}")

@@ -198,8 +198,8 @@ def test_compose_cpu_service_is_behind_the_cpu_profile_and_builds_the_cpu_image(
 def test_compose_service_runtime_policy(name):
     service = load_compose()["services"][name]
     assert service["expose"] == ["8000"], "HTTP is reached through its edge only"
-    # gRPC is published beside the edge, on the port the service is told to serve it on
-    assert service["ports"] == ["${GRPC_PUBLISH:-8001}:8001"] and service["environment"]["CAPSNET_GRPC_PORT"] == "8001"
+    # gRPC too, on the port the service is told to serve it on: the service publishes nothing
+    assert "ports" not in service and service["environment"]["CAPSNET_GRPC_PORT"] == "8001"
     assert service["restart"] == "unless-stopped"
     grace_s = compose_duration_s(service["stop_grace_period"])
     assert grace_s == 30
@@ -276,15 +276,21 @@ def test_compose_serves_each_variant_through_its_edge(edge, service, publish, po
     compose = load_compose()
     e, s = compose["services"][edge], compose["services"][service]
     assert e["image"].startswith("haproxy:2.") and e["volumes"] == ["./deploy/edge:/usr/local/etc/haproxy:ro"]
-    assert e["ports"] == [f"${{{publish}:-{port}}}:8000"]
-    assert s.get("ports", []) in ([], ["${GRPC_PUBLISH:-8001}:8001"]), "HTTP through the edge only; gRPC beside it"
+    grpc = s.get("environment", {}).get("CAPSNET_GRPC_PORT")  # a service serving gRPC has it through its edge too
+    assert e["ports"] == [f"${{{publish}:-{port}}}:8000"] + ([f"${{GRPC_PUBLISH:-8001}}:{grpc}"] if grpc else [])
+    assert "ports" not in s, "the service publishes nothing: HTTP and gRPC through the edge"
     assert e.get("profiles") == s.get("profiles")
     assert e["depends_on"] == {service: {"condition": "service_healthy"}}
     env = e["environment"]
     assert env["EDGE_UPSTREAM"] == f"{service}:8000" and env["EDGE_BIND"] == ":8000"
-    used = set(re.findall(r"\$\{(EDGE_[A-Z_]+)-", EDGE_CONFIG.read_text()))
+    if grpc:
+        assert env["EDGE_GRPC_BIND"] == f":{grpc}" and env["EDGE_GRPC_UPSTREAM"] == f"{service}:{grpc}"
+    used = set(re.findall(r"\$\{(EDGE_[A-Z_]+)[-}]", EDGE_CONFIG.read_text()))
+    if not grpc:
+        used -= {"EDGE_GRPC_BIND", "EDGE_GRPC_UPSTREAM"}
     assert set(env) == used, f"not read by haproxy.cfg: {sorted(set(env) - used)}; not passed: {sorted(used - set(env))}"
-    assert all(v is None for k, v in env.items() if k not in {"EDGE_UPSTREAM", "EDGE_BIND"})
+    set_here = {"EDGE_UPSTREAM", "EDGE_BIND", "EDGE_GRPC_BIND", "EDGE_GRPC_UPSTREAM"}
+    assert all(v is None for k, v in env.items() if k not in set_here)
 
 
 def _settings_from_env(env: dict[str, str]) -> dict:
