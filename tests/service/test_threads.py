@@ -48,25 +48,31 @@ def test_the_answer_and_the_errors_come_back_as_from_the_function() -> None:
 
 
 def test_a_call_given_up_while_waiting_for_the_limiter_never_runs() -> None:
+    """The order of events is the test: the waiting call is given up and done while the first still holds the token
+    (held by an event, not for a time), and once the first ends, only it has run."""
     ran = []
+    started, release = threading.Event(), threading.Event()
 
     def work(name: str) -> None:
-        time.sleep(0.2)
+        started.set()
+        release.wait(30)
         ran.append(name)
 
     async def main() -> None:
         limiter = CapacityLimiter(1)
         first = asyncio.ensure_future(in_thread(work, "first", limiter=limiter))
-        await asyncio.sleep(0.05)
+        while not started.is_set():
+            await asyncio.sleep(0.01)
         waiting = asyncio.ensure_future(in_thread(work, "waiting", limiter=limiter))
-        await asyncio.sleep(0.05)  # waiting for the token
-        t0 = time.perf_counter()
+        for _ in range(3):
+            await asyncio.sleep(0)  # it asks for the token, which the first holds
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
-        assert time.perf_counter() - t0 < 0.1, "given up at once, not after the first call"
+        assert not first.done(), "given up only after the first call ended, not at once"
+        release.set()
         await first
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.1)  # a waiting call wrongly let through would run now
 
     asyncio.run(main())
     assert ran == ["first"]

@@ -240,8 +240,9 @@ def test_each_request_learns_how_long_it_queued_and_how_long_its_batch_ran():
         return await first, second
 
     first, second = asyncio.run(main())
-    assert 0.19 <= first.model_s < 1 and 0.19 <= second.model_s < 1
-    assert first.queue_s < 0.05 and 0.1 <= second.queue_s < 1
+    # lower bounds only (a sleep lasts at least as long as it says, whatever the machine's load), and an order
+    assert first.model_s >= 0.19 and second.model_s >= 0.19
+    assert second.queue_s >= 0.1 and first.queue_s < second.queue_s
 
 
 def test_a_request_given_up_while_queued_leaves_the_queue_at_once_and_never_reaches_the_model():
