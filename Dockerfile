@@ -100,7 +100,7 @@ WORKDIR /app
 COPY service/ service/
 # the pieces of model/ the service runs, numpy and OpenCV, no torch: the affine transforms /probe applies, and the IDX
 # reader for the page's random pairs of MNIST test digits (where CAPSNET_MNIST_DIR is mounted)
-COPY model/__init__.py model/affine.py model/idx.py model/digit_rule.py model/
+COPY model/__init__.py model/affine.py model/idx.py model/digit_rule.py model/pair_rule.py model/
 COPY static/ static/
 COPY templates/ templates/
 COPY weights/ weights/
