@@ -153,7 +153,6 @@ export function pictureUrl(images, side, cols) {
 CapsuleDecoder.prototype.where = function () {
   var mb = this.spec ? (this.spec.bytes / 1e6).toFixed(1) + " MB" : "";
   if (this.ready()) return "Sliders redraw in this browser (the decoder's " + mb + " of weights" + (this.verified ? ", checked against the model card)." : ").");
-  if (this.failure && this.loading) return "Sliders redraw on the server: " + this.failure + ".";
   if (this.failure) return "Sliders redraw on the server: " + this.failure + ".";
   if (this.loading) return "Loading the decoder (" + mb + ") into this browser; the server draws meanwhile.";
   return "Sliders redraw in this browser once its decoder (" + mb + ") has loaded, at the first touch.";
