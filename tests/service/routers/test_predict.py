@@ -243,3 +243,21 @@ def test_letters_blank_paper_and_real_digits_are_answered_honestly(client):
         else:
             assert a["why_not_digit"]["signals"] in ("blank", "lengths", "redraw", "pose") and a["why_not_digit"]["reason"]
             assert (a["why_not_digit"]["signals"] == "blank") == a["blank"]
+
+
+def test_a_request_that_cannot_have_the_model_in_time_is_a_503_to_retry():
+    """CAPSNET_REQUEST_TIMEOUT_S through the routes: set below what any call of the model takes (0.1 ms), every request
+    that needs the model is refused with 503 and Retry-After, in the REST body and in the protocol's."""
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    with TestClient(create_app(Settings(intra_op_threads=1, warmup_runs=1, request_timeout_s=1e-4))) as c:
+        r = c.post("/predict", json={"pixels": np.zeros((28, 28)).tolist()})
+        assert r.status_code == 503 and r.json()["error"] == "overloaded" and "no model slot within" in r.json()["detail"]
+        assert r.headers["retry-after"]
+        image = {"name": "image", "datatype": "FP32", "shape": [1, 1, 28, 28], "data": [0.0] * 784}
+        r = c.post("/v2/models/capsnet/infer", json={"inputs": [image]})
+        assert r.status_code == 503 and "no model slot within" in r.json()["error"] and r.headers["retry-after"]
+        assert c.get("/healthz").status_code == 200  # what needs no model is answered
