@@ -10,7 +10,7 @@ import pytest
 
 from bench import honesty
 from model import honesty_sets as hs
-from tests.conftest import MNIST, WEIGHTS
+from tests.conftest import MNIST, WEIGHTS, fewest, most
 from tests.needs import need_mnist
 
 
@@ -40,5 +40,17 @@ def test_a_small_run_answers_every_set_and_signal(tmp_path):
     assert set(result["signals"]) == set(honesty.SIGNALS)
     mnist = next(r for r in result["sets"] if r["set"] == "mnist")
     assert mnist["accuracy"] >= 0.9 and mnist["blank"] == 0
+    # the card's held-out figures for the file served (INT8 on the CPU), held on this small fresh sample with a
+    # one-in-a-thousand bar from each set's size (tests.conftest.fewest and most)
+    card = json.loads((WEIGHTS / "model-card.json").read_text())["is_digit"]["calibration"]["held_out"][result["model"]["file"]]
+    for r in result["sets"]:
+        want, n = card["sets"][r["set"]], r["n"]
+        kind = hs.SETS[r["set"]].kind
+        if kind == "blank":
+            assert round(r["blank"] * n) >= fewest(want["blank"], n), r
+        elif kind == "digit":
+            assert round(r["flagged"] * n) <= most(want["flagged"], n), r
+        else:
+            assert round(r["flagged"] * n) >= fewest(want["flagged"], n), r
     saved = np.load(tmp_path / "inputs.npz")
     assert saved["mnist/inputs"].shape[1:] == (28, 28) and saved["mnist/labels"].dtype == np.uint8
