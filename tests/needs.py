@@ -26,6 +26,7 @@ NEEDS = {
     "edge": "CAPSNET_REQUIRE_EDGE",  # Debian's haproxy: the edge
     "containers": "CAPSNET_REQUIRE_CONTAINERS",  # podman and the base images: tests/containers/setup.sh
     "triton": "CAPSNET_REQUIRE_TRITON",  # tritonserver's venv: tests/triton/setup.sh
+    "jq": "CAPSNET_REQUIRE_JQ",  # Debian's jq: the README's and docs' curl examples pipe through it
 }
 
 
