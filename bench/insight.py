@@ -21,13 +21,14 @@ OUTPUTS_BEFORE = ["lengths", "poses", "reconstruction", "coupling"]
 def in_process(weights: Path, min_seconds: float) -> list[dict]:
     """The network with and without the `primary` output; the trace (routing.onnx) and its answer, batch 1."""
     from service.engine.card import load_card
-    from service.engine.local import OUTPUTS, load_engine
-    from service.engine.routing_inspector import load_tracer
+    from service.engine.local import load_engine
+    from service.engine.outputs import OUTPUTS
+    from service.engine.routing_inspector import load_routing_inspector
     from service.responses import routing_answer
 
     card = load_card(weights)
-    tracer = load_tracer(weights, card)
-    assert tracer is not None
+    inspector = load_routing_inspector(weights, card)
+    assert inspector is not None
     rows = []
     for precision in ("fp32", "int8"):
         engine = load_engine(weights, card, "cpu", 0, precision)
@@ -43,9 +44,9 @@ def in_process(weights: Path, min_seconds: float) -> list[dict]:
             }
             if batch == 1:
                 primary = engine.capsnet.run(["primary"], {"image": x})[0]
-                trace_s, _ = timed(lambda p=primary: tracer.trace(p), min_seconds)
-                trace = tracer.trace(primary)
-                describe_s, _ = timed(lambda t=trace: routing_answer(tracer, t, 0, None), min_seconds)
+                trace_s, _ = timed(lambda p=primary: inspector.unroll(p), min_seconds)
+                trace = inspector.unroll(primary)
+                describe_s, _ = timed(lambda t=trace: routing_answer(inspector, t, 0, None), min_seconds)
                 row |= {"trace_ms": round(trace_s * 1000, 3), "describe_ms": round(describe_s * 1000, 3)}
             rows.append(row)
     return rows

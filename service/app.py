@@ -27,7 +27,7 @@ from service.engine.decoder_files import decoder_files
 from service.engine.local import load_engine
 from service.engine.protocol import InferenceEngine
 from service.engine.remote import connect_engine
-from service.engine.routing_inspector import load_tracer
+from service.engine.routing_inspector import load_routing_inspector
 from service.engine.two_digit import MAX_AT_ONCE, PairEngine, load_pairs
 from service.errors import EngineUnavailable, install_handlers
 from service.http.auth import ApiKeyMiddleware, load_keys
@@ -143,7 +143,7 @@ async def _load(state: AppState, card: ModelCard) -> None:
             # every file the card lists, not only those in use: a weights directory that differs from its card is not served
             await run(verify_files, s.weights_dir, card, sorted(card.files))
             engine = await run(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, s.precision, s.intra_op_threads_busy)
-        routing = await run(load_tracer, s.weights_dir, card)
+        routing_inspector = await run(load_routing_inspector, s.weights_dir, card)
         pairs: PairEngine | None = None
         if not s.engine_url:  # with a remote engine the two-digit model is not served (the engine serves MNIST's graphs)
             limiter = anyio.CapacityLimiter(MAX_AT_ONCE)
@@ -155,7 +155,7 @@ async def _load(state: AppState, card: ModelCard) -> None:
     ms_per_image = await run(engine.warm_up, s.warmup_runs)
     state.engine = engine
     state.atlas = load_atlas(state)
-    state.routing = routing
+    state.routing_inspector = routing_inspector
     state.pairs = pairs
     state.decoder_files = await run(decoder_files, s.weights_dir, card, pairs.card if pairs else None)
     state.test_digits = TestDigits(s.mnist_dir)

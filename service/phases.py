@@ -72,13 +72,13 @@ async def run_phases(
         raise
     name = model_name or endpoint.partition("?model=")[2] or "capsnet"
     if at.trace is not None:
-        _trace(at.trace, name, inference, (start - carried_s, preprocessed, inferred, done))
+        _spans(at.trace, name, inference, (start - carried_s, preprocessed, inferred, done))
     if payloads is not None:
         payloads.record(endpoint, name, x, inference.out)
     return Timed(result, carried_s + preprocessed - start, inferred - preprocessed, inference, done - inferred)
 
 
-def _trace(trace: RequestTrace, model_name: str, inference: Inference, marks: tuple[float, float, float, float]) -> None:
+def _spans(trace: RequestTrace, model_name: str, inference: Inference, marks: tuple[float, float, float, float]) -> None:
     """The phases as spans: the wait for a batch and the batch in the model placed from the engine's own timings."""
     start, preprocessed, inferred, done = marks
     rows = len(next(iter(inference.out.values()))) if inference.out else 0

@@ -9,7 +9,7 @@ import orjson
 from fastapi.responses import JSONResponse
 
 from service.engine.card import DigitRule
-from service.engine.routing_inspector import Tracer
+from service.engine.routing_inspector import RoutingInspector
 from service.engine.two_digit import PairEngine
 from service.errors import Invalid
 from service.inputs.images import encode_png
@@ -86,18 +86,18 @@ def pair_answer(
     }
 
 
-def routing_answer(tracer: Tracer, trace: dict[str, np.ndarray], i: int, capsule_type: int | None) -> dict[str, Any]:
+def routing_answer(inspector: RoutingInspector, trace: dict[str, np.ndarray], i: int, capsule_type: int | None) -> dict[str, Any]:
     """Item i of a trace as the API returns it: per iteration the lengths and the 6x6 maps per digit, of the mean over
     the 32 capsule types or of one type (channel of PrimaryCaps), with their ranges so a legend can say them."""
-    c, g, k = tracer.card.primary_channels, tracer.card.primary_grid, tracer.card.num_classes
+    c, g, k = inspector.card.primary_channels, inspector.card.primary_grid, inspector.card.num_classes
 
     def grids(x: np.ndarray) -> np.ndarray:  # [R,10,1152] -> [R,10,6,6]; i = channel*36 + row*6 + col
-        x = x.reshape(tracer.iterations, k, c, g, g)
+        x = x.reshape(inspector.iterations, k, c, g, g)
         return x.mean(2) if capsule_type is None else x[:, :, capsule_type]
 
     coupling, agreement = grids(trace["coupling"][i]), grids(trace["agreement"][i])
     return {
-        "trained": tracer.trained,
+        "trained": inspector.trained,
         "capsule_type": "mean" if capsule_type is None else capsule_type,
         "uniform_coupling": 1.0 / k,
         "iterations": [
@@ -109,6 +109,6 @@ def routing_answer(tracer: Tracer, trace: dict[str, np.ndarray], i: int, capsule
                 "coupling_range": [float(coupling[r].min()), float(coupling[r].max())],
                 "agreement_range": [float(agreement[r].min()), float(agreement[r].max())],
             }
-            for r in range(tracer.iterations)
+            for r in range(inspector.iterations)
         ],
     }

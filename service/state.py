@@ -9,7 +9,7 @@ from service.engine.batcher import Batcher
 from service.engine.card import ModelCard
 from service.engine.decoder_files import DecoderFile
 from service.engine.protocol import InferenceEngine
-from service.engine.routing_inspector import Tracer
+from service.engine.routing_inspector import RoutingInspector
 from service.engine.two_digit import DECODER_NAME, NAME, PairEngine
 from service.inputs.mnist_test_set import TestDigits
 from service.inputs.uploads import DecodePool
@@ -29,7 +29,7 @@ class AppState:
     engine: InferenceEngine | None = None  # engine.Engine, or remote.RemoteEngine with CAPSNET_ENGINE_URL
     batcher: Batcher | None = None
     decode_pool: DecodePool | None = None
-    routing: Tracer | None = None  # weights/routing.onnx, for ?include=routing (service/engine/routing_inspector.py)
+    routing_inspector: RoutingInspector | None = None  # weights/routing.onnx, for ?include=routing (service/engine/routing_inspector.py)
     pairs: PairEngine | None = None  # the MultiMNIST network, when the card has it and the models run here (service/engine/two_digit.py)
     test_digits: TestDigits | None = None  # MNIST's test set where the server has it: the page's random pairs
     decoder_files: dict[str, DecoderFile] = field(default_factory=dict)  # the decoders the page may run itself, by model

@@ -34,7 +34,7 @@ class _Job:
     images: np.ndarray  # [n,1,S,S]
     future: asyncio.Future  # set on the event loop only
     explain: bool = True  # the counterfactual decodes are wanted
-    fetch: frozenset[str] = frozenset()  # graph outputs wanted beyond those every answer reads (engine.EXTRA_OUTPUTS)
+    fetch: frozenset[str] = frozenset()  # graph outputs wanted beyond those every answer reads (service.engine.outputs.EXTRA_OUTPUTS)
     enqueued: float = field(default_factory=time.perf_counter)
     queue_s: float = 0.0  # set on the inference thread before the future is
     model_s: float = 0.0
@@ -102,7 +102,7 @@ class Batcher:
     async def submit(self, images: np.ndarray, timeout_s: float, explain: bool = True, fetch: frozenset[str] = frozenset()) -> Inference:
         """Queue `images` [n,1,S,S]; their rows of every output come back, in order, with the time spent on them.
         `explain`: with the counterfactual decodes (Engine.predict); a batch runs them for the rows that want them.
-        `fetch`: graph outputs beyond the base ones (engine.EXTRA_OUTPUTS), none unless asked; a batch fetches what any of
+        `fetch`: graph outputs beyond the base ones (service.engine.outputs.EXTRA_OUTPUTS), none unless asked; a batch fetches what any of
         its requests asked for, so a request may get more rows than it asked for, never fewer."""
         n = len(images)
         fut = asyncio.get_running_loop().create_future()

@@ -95,7 +95,7 @@ class InferenceEngine(Protocol):
     def predict(
         self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, fetch: frozenset[str] = ...
     ) -> dict[str, np.ndarray]:
-        """images float32 [N,1,S,S] -> the capsnet graph's base outputs and those in `fetch` (engine.EXTRA_OUTPUTS,
+        """images float32 [N,1,S,S] -> the capsnet graph's base outputs and those in `fetch` (service.engine.outputs.EXTRA_OUTPUTS,
         all of them by default), and counterfactuals for the rows `explain` marks."""
         ...
 

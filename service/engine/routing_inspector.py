@@ -22,13 +22,13 @@ OUTPUTS = ("lengths", "coupling", "agreement")
 
 
 @dataclass
-class Tracer:
+class RoutingInspector:
     session: ort.InferenceSession
     card: ModelCard
     iterations: int
     trained: int
 
-    def trace(self, primary: np.ndarray) -> dict[str, np.ndarray]:
+    def unroll(self, primary: np.ndarray) -> dict[str, np.ndarray]:
         """primary [N,1152,8] -> lengths [N,R,10], coupling and agreement [N,R,10,1152]."""
         return dict(zip(OUTPUTS, self.session.run(list(OUTPUTS), {"primary": primary})))
 
@@ -42,7 +42,7 @@ class Tracer:
         return value
 
 
-def load_tracer(weights_dir: Path, card: ModelCard) -> Tracer | None:
+def load_routing_inspector(weights_dir: Path, card: ModelCard) -> RoutingInspector | None:
     """None (and a warning) when the card has no routing section: ?include=routing then answers 404."""
     section = card.routing
     if not section:
@@ -59,4 +59,4 @@ def load_tracer(weights_dir: Path, card: ModelCard) -> Tracer | None:
         session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types for missing or corrupt files
         raise WeightsError(f"{path}: onnxruntime cannot load it: {e}") from e
-    return Tracer(session, card, section.iterations, section.trained)
+    return RoutingInspector(session, card, section.iterations, section.trained)

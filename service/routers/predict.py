@@ -114,8 +114,8 @@ def _result(
             r["coupling"] = rounded(c)
         r["coupling_grid"] = rounded(c.reshape(card.primary_channels, g, g, card.num_classes).mean(0).transpose(2, 0, 1))
     if routing is not None:
-        assert state.routing is not None
-        r["routing"] = routing_answer(state.routing, routing[0], i, routing[1])
+        assert state.routing_inspector is not None
+        r["routing"] = routing_answer(state.routing_inspector, routing[0], i, routing[1])
     return r
 
 
@@ -125,18 +125,18 @@ def _capsule_type(extras: set[str], routing_type: int | None, state: AppState) -
         if routing_type is not None:
             raise Invalid("routing_type needs include=routing")
         return None
-    if state.routing is None:
+    if state.routing_inspector is None:
         raise NoRouting(f"no routing trace for model {state.card.version}: run `python -m model.routing`")
-    return state.routing.capsule_type(routing_type)
+    return state.routing_inspector.capsule_type(routing_type)
 
 
-async def _trace(
+async def _unroll_routing(
     out: dict[str, np.ndarray], extras: set[str], capsule_type: int | None, state: AppState
 ) -> tuple[dict[str, np.ndarray], int | None] | None:
     if "routing" not in extras:
         return None
-    assert state.routing is not None
-    return await in_thread(state.routing.trace, out["primary"]), capsule_type
+    assert state.routing_inspector is not None
+    return await in_thread(state.routing_inspector.unroll, out["primary"]), capsule_type
 
 
 PREDICT_ERRORS = {**ERRORS, 404: {"model": ErrorBody, "description": "include=routing, but this model has no routing trace"}}
@@ -240,7 +240,7 @@ async def predict(body: Upload, state: ReadyDep, query: PredictArgs) -> FastJSON
         return state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
 
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
-        routing = await _trace(inference.out, extras, capsule_type, state)
+        routing = await _unroll_routing(inference.out, extras, capsule_type, state)
         verdicts = state.card.digit_rule.judge(images, inference.out)
         return FastJSON(_result(inference.out, 0, images[0], state, extras, verdicts, routing))  # ~0.1 ms: cheaper than a thread hop
 
@@ -265,7 +265,7 @@ async def predict_batch(body: Upload, state: ReadyDep, query: BatchArgs) -> Fast
 
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         out = inference.out
-        routing = await _trace(out, extras, capsule_type, state)
+        routing = await _unroll_routing(out, extras, capsule_type, state)
         verdicts = state.card.digit_rule.judge(images, out)
         results = await in_thread(lambda: [_result(out, i, images[i], state, extras, verdicts, routing) for i in range(len(images))])
         return FastJSON({"results": results})
