@@ -109,380 +109,26 @@ def render(results_dir: Path) -> str:
         "Written by `make bench` (python -m bench) from `bench/results/*.json`. `--only` runs some parts and keeps the others'",
         "figures, so the parts may come from different runs (below); compare figures only within one run.",
     ]
-    system = load("system")
-    if system:
-        v = system["versions"]
-        parts += [
-            "",
-            f"The latest run's machine: {system['cpu']}, {system['cores']} cores (affinity {system['affinity']}); "
-            f"Python {system['python']}; "
-            + ", ".join(f"{k} {x}" for k, x in v.items())
-            + f"; providers {system['onnxruntime_providers']}."
-            + (f" Environment: {system['env']}." if system.get("env") else ""),
-            f"Run at {system.get('when', '')}.",
-        ]
+    parts += _system(load("system"))
     runs = _runs(results_dir)
     if runs:
         parts += ["", "Each part's run (a part measured before runs were stamped: see the notes at the end):", "", runs]
-    roof = load("roofline")
-    if roof:
-        parts += [
-            "",
-            "## Roofline: fp32 GEMM",
-            "",
-            _table(
-                ["GEMM (1024^3)", "GFLOP/s"],
-                [
-                    ["numpy (OpenBLAS)", roof["numpy_gflops"]],
-                    ["onnxruntime MatMul (MLAS)", roof["onnxruntime_mlas_gflops"]],
-                    ["**roofline used**", f"**{roof['roofline_gflops']}**"],
-                ],
-            ),
-        ]
+    parts += _roofline(load("roofline"))
     model = load("model")
-    if model:
-        m = model["macs_per_image"]
-        parts += [
-            "",
-            "## Model in process",
-            "",
-            f"One forward pass: {model['gflop_per_image']} GFLOP ("
-            + ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in m.items())
-            + " multiply-adds).",
-            "",
-            _table(
-                ["batch", "onnxruntime ms/call", "images/s", "GFLOP/s", "of roofline", "PyTorch eager images/s", "PyTorch of roofline"],
-                [
-                    [
-                        o["batch"],
-                        o["latency_ms"],
-                        o["images_per_s"],
-                        o["gflops"],
-                        o["fraction_of_roofline"],
-                        p["images_per_s"] if p else None,
-                        p["fraction_of_roofline"] if p else None,
-                    ]
-                    for o, p in zip(model["onnxruntime"], model["pytorch_eager"] or [None] * len(model["onnxruntime"]))
-                ],
-            ),
-            "",
-            f"decoder.onnx alone at batch 1 (what a slider drag runs): {model['decoder_batch1_ms']} ms.",
-        ]
-        if model.get("onnxruntime_int8"):
-            parts += [
-                "",
-                "INT8 model (convolutions quantised; fraction of the *fp32* roofline):",
-                "",
-                _table(
-                    ["batch", "ms/call", "images/s", "effective GFLOP/s", "of fp32 roofline"],
-                    [
-                        [o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"], o["fraction_of_roofline"]]
-                        for o in model["onnxruntime_int8"]
-                    ],
-                ),
-            ]
-        if model.get("onnxruntime_cuda"):
-            parts += [
-                "",
-                "CUDA execution provider (IOBinding, inputs and outputs on the device):",
-                "",
-                _table(
-                    ["batch", "ms/call", "images/s", "GFLOP/s"],
-                    [[o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"]] for o in model["onnxruntime_cuda"]],
-                ),
-            ]
-    prof = load("profile")
-    if prof:
-        parts += ["", f"## Where the time goes (onnxruntime profiler, batch {prof['batch']})"]
-        for p in [prof] + ([prof["int8"]] if prof.get("int8") else []):
-            parts += [
-                "",
-                f"`{p.get('file', 'capsnet.onnx')}`: {p['total_ms_per_run']} ms a run",
-                "",
-                _table(
-                    ["operator", "share", "ms/run", "nodes"],
-                    [[r["op"], f"{100 * r['share']:.1f}%", r["ms_per_run"], r["nodes"]] for r in p["by_op"] if r["share"] >= 0.001],
-                ),
-            ]
+    parts += _model(model)
+    parts += _profile(load("profile"))
     svc = load("service")
-    if svc:
-        parts += [
-            "",
-            f"## Service over loopback ({svc['duration_s']} s per level, client on the same 2 cores)",
-            "",
-            "CPU per request: the server's event-loop thread (HTTP, multipart, image decoding and preprocessing, JSON), "
-            "its other threads (onnxruntime) and the load generator; busy: the whole machine's CPU use. "
-            "`/predict` throughput is also given as a fraction of the best in-process rate of the same model file.",
-            "",
-        ]
-        for precision, run in svc["precisions"].items():
-            best = _best_in_process(model, precision)
-            for path, rows in run["endpoints"].items():
-                ratio = path == "/predict" and best
-                parts += [
-                    f"`POST {path}`" + (" (PNG upload)" if path == "/predict" else "") + f", `CAPSNET_PRECISION={precision}`",
-                    "",
-                    _table(
-                        ["concurrency", "requests", "req/s"]
-                        + (["of model"] if ratio else [])
-                        + ["p50 ms", "p95 ms", "p99 ms", "errors", "loop ms/req", "onnxruntime ms/req", "client ms/req", "busy"],
-                        [
-                            [r["concurrency"], r["requests"], r["throughput_rps"]]
-                            + ([round(r["throughput_rps"] / best, 2)] if ratio else [])
-                            + [r["p50_ms"], r["p95_ms"], r["p99_ms"], r["errors"]]
-                            + [r.get("cpu", {}).get(k) for k in ("event_loop_ms", "other_threads_ms", "client_ms", "machine_busy_fraction")]
-                            for r in rows
-                        ],
-                    ),
-                    "",
-                ]
-            if run.get("paired"):
-                batch = run["paired"][0].get("in_process_batch", 32)
-                parts += [
-                    f"`POST /predict` at 16 clients, each run between two in-process runs of the same file at batch {batch} "
-                    f"and divided by their mean (`CAPSNET_PRECISION={precision}`; the ratio without the drift between the tables above)",
-                    "",
-                    _table(
-                        ["round", "in-process before", "in-process after", "service req/s", "ratio", "p50 ms", "errors"],
-                        [
-                            [k + 1, p["in_process_before"], p["in_process_after"], p["service_rps"], p["ratio"], p["p50_ms"], p["errors"]]
-                            for k, p in enumerate(run["paired"])
-                        ],
-                    ),
-                    "",
-                ]
+    parts += _service(svc, model)
     if model and svc:
         parts += ["## Targets, computed from the tables above", "", _targets(model, svc), ""]
-    soak = load("soak")
-    if soak:
-        parts += [
-            "## Soak",
-            "",
-            f"{soak['clients']} clients, {soak['duration_s']} s, half good and half malformed requests: "
-            f"{soak['requests']} requests, statuses {soak['statuses']}, **{soak['server_errors_5xx']} 5xx**; "
-            f"server RSS {soak['rss_mb_start']} MB at start, {soak['rss_mb_end']} MB at end (max {soak['rss_mb_max']}, "
-            f"growth over the second half {soak['rss_mb_growth_second_half']} MB).",
-        ]
-    real = load("realinput")
-    if real:
-        h = real["health_under_heavy_uploads"]
-        parts += [
-            "",
-            "## Real input",
-            "",
-            "Decoding and preprocessing one upload, in process (uploads over `CAPSNET_INLINE_DECODE_PIXELS`, "
-            "4096 by default, run in the decode pool, off the event loop):",
-            "",
-            _table(["upload", "bytes", "pixels", "ms"], [[r["upload"], r["bytes"], r["pixels"], r["ms"]] for r in real["preprocess"]]),
-            "",
-            "The network alone against the network plus the decoder on all ten capsules (`recon_errors`, `is_digit`), "
-            "as the batcher runs it:",
-            "",
-            _table(
-                ["model", "batch", "network ms", "with counterfactuals ms", "added"],
-                [
-                    [r["precision"], r["batch"], r["network_ms"], r["with_counterfactuals_ms"], f"{100 * r['added']:.0f}%"]
-                    for r in real["counterfactuals"]
-                ],
-            ),
-            "",
-            f"`/healthz` while {h['uploads']} PNGs of 4000x4000 RGBA pixels ({h['upload_bytes']} bytes each) are posted at once: "
-            f"{h['healthz_probes']} probes, p50 {h['healthz_p50_ms']} ms, worst **{h['healthz_max_ms']} ms**; uploads answered "
-            f"{h['statuses']} in {h['upload_ms']} ms.",
-        ]
-    seen = load("insight")
-    if seen:
-        parts += [
-            "",
-            "## Routing inspector and probe",
-            "",
-            "The network with the `primary` output (the routing trace's input, fetched on "
-            "every /predict) against without it, and the trace itself (routing.onnx, one thread) with its answer, in process:",
-            "",
-            _table(
-                ["model", "batch", "network ms before", "network ms now", "trace ms", "answer ms"],
-                [
-                    [
-                        r["precision"],
-                        r["batch"],
-                        r["network_ms_before"],
-                        r["network_ms_now"],
-                        r.get("trace_ms", ""),
-                        r.get("describe_ms", ""),
-                    ]
-                    for r in seen["in_process"]
-                ],
-            ),
-            "",
-            "The page's requests one at a time on an idle server (a drawn stroke, or the 28x28 it became; INT8 on the CPU):",
-            "",
-            _table(
-                ["request", "p50 ms", "p95 ms", "answer bytes"],
-                [[r["request"], r["p50_ms"], r["p95_ms"], r["bytes"]] for r in seen["page_requests"]],
-            ),
-        ]
-    edge = load("edge")
-    if edge and "rows" in edge:
-        parts += [
-            "",
-            "## The edge (HAProxy in front, deploy/edge/haproxy.cfg)",
-            "",
-            f"/predict (a PNG digit, multipart, the default precision) straight to the service and through the edge, "
-            f"{edge['duration_s']} s a row, alternated over {edge['rounds']} rounds:",
-            "",
-            _table(
-                ["round", "clients", "path", "req/s", "p50 ms", "p99 ms", "errors"],
-                [
-                    [r["round"], r["concurrency"], r["path"], r["throughput_rps"], r["p50_ms"], r["p99_ms"], r["errors"]]
-                    for r in edge["rows"]
-                ],
-            ),
-        ]
-        if "attack_rows" in edge:
-            a = edge["attack"]
-            parts += [
-                "",
-                f"/predict through the edge, quiet and while slow clients hold {a['connections_held']:,} connections (headers "
-                "that never end, bodies trickled at 10 bytes a second; harness/attack.py, from two processes on these same "
-                f"cores, a connection the server cuts opened again: {a['cut_by_the_server']:,} cut in all), alternated; the "
-                f"CPU seconds each party spent in a row of {edge['duration_s']} s (two cores: at most {2 * edge['duration_s']:g}):",
-                "",
-                _table(
-                    ["round", "clients", "attack", "req/s", "p50 ms", "p99 ms", "errors", "CPU s: service", "edge", "attack"],
-                    [
-                        [r["round"], r["concurrency"], r["attack"], r["throughput_rps"], r["p50_ms"], r["p99_ms"], r["errors"]]
-                        + [r["service_cpu_s"], r["edge_cpu_s"], r["attack_cpu_s"]]
-                        for r in edge["attack_rows"]
-                    ],
-                ),
-            ]
-    gone = load("abandon")
-    if gone and "dropped" in gone:
-        modes = (("served_to_the_end", "served to the end (CAPSNET_DROP_ABANDONED=false)"), ("dropped", "dropped (the default)"))
-        storm = ", ".join(f"{n} {how.replace('_', ' ')}" for how, n in gone["storm"].items())
-        parts += [
-            "",
-            "## Clients that vanish (bench/abandon.py)",
-            "",
-            f"{gone['request']}. {gone['steady_clients']} steady clients for {gone['seconds']:g} s, quiet and while 1,500 clients "
-            f"send a request and vanish ({storm}); then {gone['dropped']['first_good']['vanished']} requests each sent whole and "
-            "reset at once, and one ordinary request after them (the median of 5 rounds). Work for a client that has gone "
-            "served to the end, and dropped:",
-            "",
-            _table(
-                [
-                    "abandoned work",
-                    "quiet p50 ms",
-                    "quiet p99 ms",
-                    "storm p50 ms",
-                    "storm p99 ms",
-                    "storm req/s",
-                    "p99 storm/quiet",
-                    "first good request ms",
-                ],
-                [
-                    [
-                        label,
-                        r["quiet"]["p50_ms"],
-                        r["quiet"]["p99_ms"],
-                        r["storm"]["p50_ms"],
-                        r["storm"]["p99_ms"],
-                        r["storm"]["throughput_rps"],
-                        gone["storm_p99_over_quiet"].get(key),
-                        r["first_good"]["first_good_ms"],
-                    ]
-                    for key, label in modes
-                    for r in [gone[key]]
-                ],
-            ),
-            "",
-            "Where the dropped requests stopped (`capsnet_requests_abandoned_total`): "
-            + ", ".join(
-                f"{m.group(1)} {int(v)}"
-                for k, v in gone["dropped"]["metrics"].items()
-                if (m := re.fullmatch(r'capsnet_requests_abandoned_total\{phase="(\w+)"\}', k))
-            )
-            + ".",
-        ]
-    two = load("pairs")
-    if two and "in_process" in two:
-        parts += [
-            "",
-            f"## Two digits at once (multimnist.onnx, {two['model']})",
-            "",
-            *(
-                []
-                if two.get("both_right") is None
-                else [
-                    f"The committed export: both digits read right on {two['both_right']:.1%} of the test pairs."
-                    if two.get("committed", True)
-                    else f"Measured on an export that is not the committed one ({two['both_right']:.1%} of the test pairs read "
-                    "right). The timings depend on the architecture, not on how far it is trained.",
-                    "",
-                ]
-            ),
-            "In process (onnxruntime, CPU defaults; sparse random 36x36 inputs):",
-            "",
-            _table(["batch", "ms a call", "images/s"], [[r["batch"], r["ms_per_call"], r["images_per_s"]] for r in two["in_process"]]),
-            "",
-            f"`/predict?model=multimnist`, a 144x144 PNG of two overlapping test digits (multipart), {two['duration_s']} s a row; the "
-            "two-digit network is not batched (one call at a time, service/engine/two_digit.py):",
-            "",
-            _table(
-                ["clients", "req/s", "p50 ms", "p99 ms", "errors"],
-                [[r["concurrency"], r["throughput_rps"], r["p50_ms"], r["p99_ms"], r["errors"]] for r in two["service"]],
-            ),
-        ]
-    images = load("containers")
-    if images and "rows" in images:
-        parts += [
-            "",
-            "## Container images (the Dockerfile, built and run by tests/containers)",
-            "",
-            f"Engine: {images['engine']}, at {images.get('when', '')}. Cold: no layer cache (base image present); warm: nothing "
-            "changed; code change: one line of service/ changed. Ready: from `run` to /readyz 200. Base images (MB; where no "
-            "registry answers, stand-ins built from Debian's packages by tests/containers/setup.sh): "
-            + ", ".join(f"{k} {v}" for k, v in images["base_images_mb"].items())
-            + ".",
-            "",
-            _table(
-                ["image", "size MB", "cold build s", "warm build s", "code change build s", "run to ready s"],
-                [
-                    [r["image"], r["size_mb"], r["cold_build_s"], r["warm_build_s"], r["code_change_build_s"], r["run_to_ready_s"]]
-                    for r in images["rows"]
-                ],
-            ),
-        ]
-    oip = load("triton")
-    if oip and "rows" in oip:
-        by = {(r["server"], r["concurrency"]): r for r in oip["rows"]}
-        parts += [
-            "",
-            "## The Open Inference Protocol: ours against Triton's front",
-            "",
-            f"`capsnet`, {oip['model_file']}, one 28x28 image a request as JSON, lengths and poses back as JSON; Triton is "
-            f"nvidia-pytriton's tritonserver, its Python backend running the same file in onnxruntime (harness/tritonserver.py); "
-            f"{oip['duration_s']} s a row, the two alternated:",
-            "",
-            _table(
-                ["clients", "server", "req/s", "p50 ms", "p99 ms", "errors", "server CPU ms an inference", "ours / Triton req/s"],
-                [
-                    [
-                        r["concurrency"],
-                        r["server"],
-                        r["throughput_rps"],
-                        r["p50_ms"],
-                        r["p99_ms"],
-                        r["errors"],
-                        r["server_cpu_ms_per_inference"],
-                        round(r["throughput_rps"] / by[("triton", r["concurrency"])]["throughput_rps"], 2)
-                        if r["server"] == "capsnet-serve" and by.get(("triton", r["concurrency"]), {}).get("throughput_rps")
-                        else "",
-                    ]
-                    for r in oip["rows"]
-                ],
-            ),
-        ]
+    parts += _soak(load("soak"))
+    parts += _realinput(load("realinput"))
+    parts += _insight(load("insight"))
+    parts += _edge(load("edge"))
+    parts += _abandon(load("abandon"))
+    parts += _pairs(load("pairs"))
+    parts += _containers(load("containers"))
+    parts += _triton(load("triton"))
     parts += _grpc(load("grpc"))
     parts += _honesty(load("honesty"))
     parts += _page(load("page"))
@@ -665,3 +311,433 @@ def _pair_paths(data: dict | None) -> list[str]:
             rows,
         ),
     ]
+
+
+def _system(system: dict | None) -> list[str]:
+    if not (system):
+        return []
+    parts: list[str] = []
+    v = system["versions"]
+    parts += [
+        "",
+        f"The latest run's machine: {system['cpu']}, {system['cores']} cores (affinity {system['affinity']}); "
+        f"Python {system['python']}; "
+        + ", ".join(f"{k} {x}" for k, x in v.items())
+        + f"; providers {system['onnxruntime_providers']}."
+        + (f" Environment: {system['env']}." if system.get("env") else ""),
+        f"Run at {system.get('when', '')}.",
+    ]
+    return parts
+
+
+def _roofline(roof: dict | None) -> list[str]:
+    if not (roof):
+        return []
+    parts: list[str] = []
+    parts += [
+        "",
+        "## Roofline: fp32 GEMM",
+        "",
+        _table(
+            ["GEMM (1024^3)", "GFLOP/s"],
+            [
+                ["numpy (OpenBLAS)", roof["numpy_gflops"]],
+                ["onnxruntime MatMul (MLAS)", roof["onnxruntime_mlas_gflops"]],
+                ["**roofline used**", f"**{roof['roofline_gflops']}**"],
+            ],
+        ),
+    ]
+    return parts
+
+
+def _model(model: dict | None) -> list[str]:
+    if not (model):
+        return []
+    parts: list[str] = []
+    m = model["macs_per_image"]
+    parts += [
+        "",
+        "## Model in process",
+        "",
+        f"One forward pass: {model['gflop_per_image']} GFLOP ("
+        + ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in m.items())
+        + " multiply-adds).",
+        "",
+        _table(
+            ["batch", "onnxruntime ms/call", "images/s", "GFLOP/s", "of roofline", "PyTorch eager images/s", "PyTorch of roofline"],
+            [
+                [
+                    o["batch"],
+                    o["latency_ms"],
+                    o["images_per_s"],
+                    o["gflops"],
+                    o["fraction_of_roofline"],
+                    p["images_per_s"] if p else None,
+                    p["fraction_of_roofline"] if p else None,
+                ]
+                for o, p in zip(model["onnxruntime"], model["pytorch_eager"] or [None] * len(model["onnxruntime"]))
+            ],
+        ),
+        "",
+        f"decoder.onnx alone at batch 1 (what a slider drag runs): {model['decoder_batch1_ms']} ms.",
+    ]
+    if model.get("onnxruntime_int8"):
+        parts += [
+            "",
+            "INT8 model (convolutions quantised; fraction of the *fp32* roofline):",
+            "",
+            _table(
+                ["batch", "ms/call", "images/s", "effective GFLOP/s", "of fp32 roofline"],
+                [
+                    [o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"], o["fraction_of_roofline"]]
+                    for o in model["onnxruntime_int8"]
+                ],
+            ),
+        ]
+    if model.get("onnxruntime_cuda"):
+        parts += [
+            "",
+            "CUDA execution provider (IOBinding, inputs and outputs on the device):",
+            "",
+            _table(
+                ["batch", "ms/call", "images/s", "GFLOP/s"],
+                [[o["batch"], o["latency_ms"], o["images_per_s"], o["gflops"]] for o in model["onnxruntime_cuda"]],
+            ),
+        ]
+    return parts
+
+
+def _profile(prof: dict | None) -> list[str]:
+    if not (prof):
+        return []
+    parts: list[str] = []
+    parts += ["", f"## Where the time goes (onnxruntime profiler, batch {prof['batch']})"]
+    for p in [prof] + ([prof["int8"]] if prof.get("int8") else []):
+        parts += [
+            "",
+            f"`{p.get('file', 'capsnet.onnx')}`: {p['total_ms_per_run']} ms a run",
+            "",
+            _table(
+                ["operator", "share", "ms/run", "nodes"],
+                [[r["op"], f"{100 * r['share']:.1f}%", r["ms_per_run"], r["nodes"]] for r in p["by_op"] if r["share"] >= 0.001],
+            ),
+        ]
+    return parts
+
+
+def _service(svc: dict | None, model: dict | None) -> list[str]:
+    if not (svc):
+        return []
+    parts: list[str] = []
+    parts += [
+        "",
+        f"## Service over loopback ({svc['duration_s']} s per level, client on the same 2 cores)",
+        "",
+        "CPU per request: the server's event-loop thread (HTTP, multipart, image decoding and preprocessing, JSON), "
+        "its other threads (onnxruntime) and the load generator; busy: the whole machine's CPU use. "
+        "`/predict` throughput is also given as a fraction of the best in-process rate of the same model file.",
+        "",
+    ]
+    for precision, run in svc["precisions"].items():
+        best = _best_in_process(model, precision)
+        for path, rows in run["endpoints"].items():
+            ratio = path == "/predict" and best
+            parts += [
+                f"`POST {path}`" + (" (PNG upload)" if path == "/predict" else "") + f", `CAPSNET_PRECISION={precision}`",
+                "",
+                _table(
+                    ["concurrency", "requests", "req/s"]
+                    + (["of model"] if ratio else [])
+                    + ["p50 ms", "p95 ms", "p99 ms", "errors", "loop ms/req", "onnxruntime ms/req", "client ms/req", "busy"],
+                    [
+                        [r["concurrency"], r["requests"], r["throughput_rps"]]
+                        + ([round(r["throughput_rps"] / best, 2)] if ratio else [])
+                        + [r["p50_ms"], r["p95_ms"], r["p99_ms"], r["errors"]]
+                        + [r.get("cpu", {}).get(k) for k in ("event_loop_ms", "other_threads_ms", "client_ms", "machine_busy_fraction")]
+                        for r in rows
+                    ],
+                ),
+                "",
+            ]
+        if run.get("paired"):
+            batch = run["paired"][0].get("in_process_batch", 32)
+            parts += [
+                f"`POST /predict` at 16 clients, each run between two in-process runs of the same file at batch {batch} "
+                f"and divided by their mean (`CAPSNET_PRECISION={precision}`; the ratio without the drift between the tables above)",
+                "",
+                _table(
+                    ["round", "in-process before", "in-process after", "service req/s", "ratio", "p50 ms", "errors"],
+                    [
+                        [k + 1, p["in_process_before"], p["in_process_after"], p["service_rps"], p["ratio"], p["p50_ms"], p["errors"]]
+                        for k, p in enumerate(run["paired"])
+                    ],
+                ),
+                "",
+            ]
+    return parts
+
+
+def _soak(soak: dict | None) -> list[str]:
+    if not (soak):
+        return []
+    parts: list[str] = []
+    parts += [
+        "## Soak",
+        "",
+        f"{soak['clients']} clients, {soak['duration_s']} s, half good and half malformed requests: "
+        f"{soak['requests']} requests, statuses {soak['statuses']}, **{soak['server_errors_5xx']} 5xx**; "
+        f"server RSS {soak['rss_mb_start']} MB at start, {soak['rss_mb_end']} MB at end (max {soak['rss_mb_max']}, "
+        f"growth over the second half {soak['rss_mb_growth_second_half']} MB).",
+    ]
+    return parts
+
+
+def _realinput(real: dict | None) -> list[str]:
+    if not (real):
+        return []
+    parts: list[str] = []
+    h = real["health_under_heavy_uploads"]
+    parts += [
+        "",
+        "## Real input",
+        "",
+        "Decoding and preprocessing one upload, in process (uploads over `CAPSNET_INLINE_DECODE_PIXELS`, "
+        "4096 by default, run in the decode pool, off the event loop):",
+        "",
+        _table(["upload", "bytes", "pixels", "ms"], [[r["upload"], r["bytes"], r["pixels"], r["ms"]] for r in real["preprocess"]]),
+        "",
+        "The network alone against the network plus the decoder on all ten capsules (`recon_errors`, `is_digit`), as the batcher runs it:",
+        "",
+        _table(
+            ["model", "batch", "network ms", "with counterfactuals ms", "added"],
+            [
+                [r["precision"], r["batch"], r["network_ms"], r["with_counterfactuals_ms"], f"{100 * r['added']:.0f}%"]
+                for r in real["counterfactuals"]
+            ],
+        ),
+        "",
+        f"`/healthz` while {h['uploads']} PNGs of 4000x4000 RGBA pixels ({h['upload_bytes']} bytes each) are posted at once: "
+        f"{h['healthz_probes']} probes, p50 {h['healthz_p50_ms']} ms, worst **{h['healthz_max_ms']} ms**; uploads answered "
+        f"{h['statuses']} in {h['upload_ms']} ms.",
+    ]
+    return parts
+
+
+def _insight(seen: dict | None) -> list[str]:
+    if not (seen):
+        return []
+    parts: list[str] = []
+    parts += [
+        "",
+        "## Routing inspector and probe",
+        "",
+        "The network with the `primary` output (the routing trace's input, fetched on "
+        "every /predict) against without it, and the trace itself (routing.onnx, one thread) with its answer, in process:",
+        "",
+        _table(
+            ["model", "batch", "network ms before", "network ms now", "trace ms", "answer ms"],
+            [
+                [
+                    r["precision"],
+                    r["batch"],
+                    r["network_ms_before"],
+                    r["network_ms_now"],
+                    r.get("trace_ms", ""),
+                    r.get("describe_ms", ""),
+                ]
+                for r in seen["in_process"]
+            ],
+        ),
+        "",
+        "The page's requests one at a time on an idle server (a drawn stroke, or the 28x28 it became; INT8 on the CPU):",
+        "",
+        _table(
+            ["request", "p50 ms", "p95 ms", "answer bytes"],
+            [[r["request"], r["p50_ms"], r["p95_ms"], r["bytes"]] for r in seen["page_requests"]],
+        ),
+    ]
+    return parts
+
+
+def _edge(edge: dict | None) -> list[str]:
+    if not (edge and "rows" in edge):
+        return []
+    parts: list[str] = []
+    parts += [
+        "",
+        "## The edge (HAProxy in front, deploy/edge/haproxy.cfg)",
+        "",
+        f"/predict (a PNG digit, multipart, the default precision) straight to the service and through the edge, "
+        f"{edge['duration_s']} s a row, alternated over {edge['rounds']} rounds:",
+        "",
+        _table(
+            ["round", "clients", "path", "req/s", "p50 ms", "p99 ms", "errors"],
+            [[r["round"], r["concurrency"], r["path"], r["throughput_rps"], r["p50_ms"], r["p99_ms"], r["errors"]] for r in edge["rows"]],
+        ),
+    ]
+    if "attack_rows" in edge:
+        a = edge["attack"]
+        parts += [
+            "",
+            f"/predict through the edge, quiet and while slow clients hold {a['connections_held']:,} connections (headers "
+            "that never end, bodies trickled at 10 bytes a second; harness/attack.py, from two processes on these same "
+            f"cores, a connection the server cuts opened again: {a['cut_by_the_server']:,} cut in all), alternated; the "
+            f"CPU seconds each party spent in a row of {edge['duration_s']} s (two cores: at most {2 * edge['duration_s']:g}):",
+            "",
+            _table(
+                ["round", "clients", "attack", "req/s", "p50 ms", "p99 ms", "errors", "CPU s: service", "edge", "attack"],
+                [
+                    [r["round"], r["concurrency"], r["attack"], r["throughput_rps"], r["p50_ms"], r["p99_ms"], r["errors"]]
+                    + [r["service_cpu_s"], r["edge_cpu_s"], r["attack_cpu_s"]]
+                    for r in edge["attack_rows"]
+                ],
+            ),
+        ]
+    return parts
+
+
+def _abandon(gone: dict | None) -> list[str]:
+    if not (gone and "dropped" in gone):
+        return []
+    parts: list[str] = []
+    modes = (("served_to_the_end", "served to the end (CAPSNET_DROP_ABANDONED=false)"), ("dropped", "dropped (the default)"))
+    storm = ", ".join(f"{n} {how.replace('_', ' ')}" for how, n in gone["storm"].items())
+    parts += [
+        "",
+        "## Clients that vanish (bench/abandon.py)",
+        "",
+        f"{gone['request']}. {gone['steady_clients']} steady clients for {gone['seconds']:g} s, quiet and while 1,500 clients "
+        f"send a request and vanish ({storm}); then {gone['dropped']['first_good']['vanished']} requests each sent whole and "
+        "reset at once, and one ordinary request after them (the median of 5 rounds). Work for a client that has gone "
+        "served to the end, and dropped:",
+        "",
+        _table(
+            [
+                "abandoned work",
+                "quiet p50 ms",
+                "quiet p99 ms",
+                "storm p50 ms",
+                "storm p99 ms",
+                "storm req/s",
+                "p99 storm/quiet",
+                "first good request ms",
+            ],
+            [
+                [
+                    label,
+                    r["quiet"]["p50_ms"],
+                    r["quiet"]["p99_ms"],
+                    r["storm"]["p50_ms"],
+                    r["storm"]["p99_ms"],
+                    r["storm"]["throughput_rps"],
+                    gone["storm_p99_over_quiet"].get(key),
+                    r["first_good"]["first_good_ms"],
+                ]
+                for key, label in modes
+                for r in [gone[key]]
+            ],
+        ),
+        "",
+        "Where the dropped requests stopped (`capsnet_requests_abandoned_total`): "
+        + ", ".join(
+            f"{m.group(1)} {int(v)}"
+            for k, v in gone["dropped"]["metrics"].items()
+            if (m := re.fullmatch(r'capsnet_requests_abandoned_total\{phase="(\w+)"\}', k))
+        )
+        + ".",
+    ]
+    return parts
+
+
+def _pairs(two: dict | None) -> list[str]:
+    if not (two and "in_process" in two):
+        return []
+    parts: list[str] = []
+    parts += [
+        "",
+        f"## Two digits at once (multimnist.onnx, {two['model']})",
+        "",
+        *(
+            []
+            if two.get("both_right") is None
+            else [
+                f"The committed export: both digits read right on {two['both_right']:.1%} of the test pairs."
+                if two.get("committed", True)
+                else f"Measured on an export that is not the committed one ({two['both_right']:.1%} of the test pairs read "
+                "right). The timings depend on the architecture, not on how far it is trained.",
+                "",
+            ]
+        ),
+        "In process (onnxruntime, CPU defaults; sparse random 36x36 inputs):",
+        "",
+        _table(["batch", "ms a call", "images/s"], [[r["batch"], r["ms_per_call"], r["images_per_s"]] for r in two["in_process"]]),
+        "",
+        f"`/predict?model=multimnist`, a 144x144 PNG of two overlapping test digits (multipart), {two['duration_s']} s a row; the "
+        "two-digit network is not batched (one call at a time, service/engine/two_digit.py):",
+        "",
+        _table(
+            ["clients", "req/s", "p50 ms", "p99 ms", "errors"],
+            [[r["concurrency"], r["throughput_rps"], r["p50_ms"], r["p99_ms"], r["errors"]] for r in two["service"]],
+        ),
+    ]
+    return parts
+
+
+def _containers(images: dict | None) -> list[str]:
+    if not (images and "rows" in images):
+        return []
+    parts: list[str] = []
+    parts += [
+        "",
+        "## Container images (the Dockerfile, built and run by tests/containers)",
+        "",
+        f"Engine: {images['engine']}, at {images.get('when', '')}. Cold: no layer cache (base image present); warm: nothing "
+        "changed; code change: one line of service/ changed. Ready: from `run` to /readyz 200. Base images (MB; where no "
+        "registry answers, stand-ins built from Debian's packages by tests/containers/setup.sh): "
+        + ", ".join(f"{k} {v}" for k, v in images["base_images_mb"].items())
+        + ".",
+        "",
+        _table(
+            ["image", "size MB", "cold build s", "warm build s", "code change build s", "run to ready s"],
+            [
+                [r["image"], r["size_mb"], r["cold_build_s"], r["warm_build_s"], r["code_change_build_s"], r["run_to_ready_s"]]
+                for r in images["rows"]
+            ],
+        ),
+    ]
+    return parts
+
+
+def _triton(oip: dict | None) -> list[str]:
+    if not (oip and "rows" in oip):
+        return []
+    parts: list[str] = []
+    by = {(r["server"], r["concurrency"]): r for r in oip["rows"]}
+    parts += [
+        "",
+        "## The Open Inference Protocol: ours against Triton's front",
+        "",
+        f"`capsnet`, {oip['model_file']}, one 28x28 image a request as JSON, lengths and poses back as JSON; Triton is "
+        f"nvidia-pytriton's tritonserver, its Python backend running the same file in onnxruntime (harness/tritonserver.py); "
+        f"{oip['duration_s']} s a row, the two alternated:",
+        "",
+        _table(
+            ["clients", "server", "req/s", "p50 ms", "p99 ms", "errors", "server CPU ms an inference", "ours / Triton req/s"],
+            [
+                [
+                    r["concurrency"],
+                    r["server"],
+                    r["throughput_rps"],
+                    r["p50_ms"],
+                    r["p99_ms"],
+                    r["errors"],
+                    r["server_cpu_ms_per_inference"],
+                    round(r["throughput_rps"] / by[("triton", r["concurrency"])]["throughput_rps"], 2)
+                    if r["server"] == "capsnet-serve" and by.get(("triton", r["concurrency"]), {}).get("throughput_rps")
+                    else "",
+                ]
+                for r in oip["rows"]
+            ],
+        ),
+    ]
+    return parts
