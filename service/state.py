@@ -10,11 +10,11 @@ from service.engine.card import ModelCard
 from service.engine.decoder_files import DecoderFile
 from service.engine.protocol import InferenceEngine
 from service.engine.routing_inspector import RoutingInspector
+from service.engine.stats import ModelStats
 from service.engine.two_digit import DECODER_NAME, NAME, PairEngine
 from service.inputs.mnist_test_set import TestDigits
 from service.inputs.uploads import DecodePool
 from service.metrics import Metrics
-from service.oip.stats import ModelStats
 from service.payload_log import PayloadLog
 from service.settings import Settings
 from service.tracing import Tracing

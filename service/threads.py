@@ -11,11 +11,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from anyio import CapacityLimiter, to_thread
 
 T = TypeVar("T")
+
+
+class Pool(Protocol):
+    """A bounded pool for work too heavy for the loop, weighed as it is admitted (service/inputs/uploads.DecodePool, in
+    pixels or bytes): what `off_loop` and the inputs hand their work to, without knowing the app's state."""
+
+    async def run(self, fn: Callable[[], T], weight: int) -> T: ...
+
+
+async def off_loop(pool: Pool, inline_bytes: int, parse: Callable[[bytes], T], data: bytes) -> T:
+    """parse(data) on the event loop for a small body (up to `inline_bytes`), in `pool` (a byte weighed as a pixel) for a
+    large one."""
+    if len(data) <= inline_bytes:
+        return parse(data)
+    return await pool.run(lambda: parse(data), len(data))
 
 
 async def in_thread(fn: Callable[..., T], *args: object, limiter: CapacityLimiter | None = None) -> T:

@@ -32,6 +32,7 @@ from starlette.requests import ClientDisconnect
 from service.errors import BadJSON, ClientError, RequestTimeout, TooLarge, UnsupportedMediaType
 from service.metrics import progress
 from service.settings import Settings
+from service.threads import off_loop
 
 JSON = "application/json"
 MULTIPART = "multipart/form-data"
@@ -92,15 +93,8 @@ async def read_body(request: Request, path: str, accepted: frozenset[str]) -> Bo
     if not is_json:
         return Body(media, content_type, data)
     start = time.perf_counter()
-    document = await off_loop(state, lambda d: parse_json(d, settings.max_json_values), data)
+    document = await off_loop(state.decode_pool, settings.inline_parse_bytes, lambda d: parse_json(d, settings.max_json_values), data)
     return Body(JSON, content_type, data, document, time.perf_counter() - start)
-
-
-async def off_loop(state: Any, parse: Callable[[bytes], Any], data: bytes) -> Any:
-    """parse(data) on the event loop for a small body, in the decode pool (a byte counted as a pixel) for a large one."""
-    if len(data) <= state.settings.inline_parse_bytes:
-        return parse(data)
-    return await state.decode_pool.run(lambda: parse(data), len(data))
 
 
 async def read_limited(request: Request, settings: Settings) -> bytes:

@@ -5,19 +5,18 @@ for two overlapping digits."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from service.errors import Invalid, for_item
-from service.http.body import Body, off_loop
+from service.http.body import Body
 from service.http.multipart import file_parts
 from service.inputs.images import decode_base64
-from service.inputs.uploads import to_inputs
+from service.inputs.uploads import DecodePool, to_inputs
 from service.schemas import PredictBatchJSON, PredictJSON
-
-if TYPE_CHECKING:
-    from service.state import AppState
+from service.settings import Settings
+from service.threads import off_loop
 
 
 def pixel_rows(nested: Any, size: int) -> np.ndarray:
@@ -33,14 +32,14 @@ def pixel_rows(nested: Any, size: int) -> np.ndarray:
 
 
 async def body_to_tensor(
-    body: Body, document: PredictJSON | PredictBatchJSON | None, state: AppState, size: int, box: int, limit: int = 1
+    body: Body, document: PredictJSON | PredictBatchJSON | None, s: Settings, pool: DecodePool, size: int, box: int, limit: int = 1
 ) -> np.ndarray:
-    """`document`: the JSON body as validated by the route (None for multipart); `limit`: the most images it may hold."""
-    s = state.settings
+    """`document`: the JSON body as validated by the route (None for multipart); `limit`: the most images it may hold;
+    `pool`: where decoding and parsing too large for the event loop go."""
     drawn = False
     if document is None:
-        files = await off_loop(state, lambda data: file_parts(data, body.content_type, "file", limit), body.data)
-        return await to_inputs(files, state.decode_pool, s.max_image_pixels, s.inline_decode_pixels, size, box)
+        files = await off_loop(pool, s.inline_parse_bytes, lambda data: file_parts(data, body.content_type, "file", limit), body.data)
+        return await to_inputs(files, pool, s.max_image_pixels, s.inline_decode_pixels, size, box)
     if isinstance(document, PredictJSON):
         images = None if document.image is None else [document.image]
         pixels = None if document.pixels is None else [document.pixels]
@@ -56,4 +55,4 @@ async def body_to_tensor(
     if pixels is not None:
         return np.stack([for_item(i, n, pixel_rows, p, size) for i, p in enumerate(pixels)])[:, None]
     blobs = [for_item(i, n, decode_base64, b64, s.max_body_bytes) for i, b64 in enumerate(items)]
-    return await to_inputs(blobs, state.decode_pool, s.max_image_pixels, s.inline_decode_pixels, size, box, drawn)
+    return await to_inputs(blobs, pool, s.max_image_pixels, s.inline_decode_pixels, size, box, drawn)

@@ -18,11 +18,11 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from model import DECODER_FILE, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
 from service.engine.batcher import Inference
+from service.engine.stats import Phases
 from service.engine.two_digit import DECODER_NAME as PAIR_DECODER
 from service.engine.two_digit import NAME as PAIRS
 from service.errors import ClientError, classify
 from service.oip.codec import InferRequest, ModelSpec, OIPError, bad
-from service.oip.stats import Phases
 from service.oip.triton_config import PLATFORM, Serving, build_config
 from service.phases import run_phases
 from service.state import OIP_MODELS, AppState

@@ -28,7 +28,7 @@ from fastapi.routing import APIRoute
 
 from service.deps import StateDep
 from service.engine.batcher import Inference
-from service.http.body import off_loop, read_limited
+from service.http.body import read_limited
 from service.oip import models
 from service.oip.codec import HEADER_LENGTH, InferRequest, decompress, encode_response, parse_request
 from service.oip.models import VERSION
@@ -46,6 +46,7 @@ from service.schemas import (
     TritonModelConfig,
 )
 from service.state import OIP_MODELS, AppState
+from service.threads import off_loop
 
 log = logging.getLogger("capsnet.oip")
 
@@ -151,7 +152,7 @@ async def _infer(request: Request, state: AppState, name: str, version: str) -> 
     async def receive() -> tuple[Any, float]:
         read_from = time.perf_counter()
         data = await read_limited(request, s)  # the body's arrival is the client's time, not preprocessing (as on REST)
-        return off_loop(state, parse, data), time.perf_counter() - read_from
+        return off_loop(state.decode_pool, s.inline_parse_bytes, parse, data), time.perf_counter() - read_from
 
     async def encode(req: InferRequest, inference: Inference) -> Response:
         out = inference.out

@@ -78,7 +78,7 @@ async def _images(body: Body, state: AppState, batch: bool) -> np.ndarray:
     if body.media_type != MULTIPART:
         document = _validated(body.json, PredictBatchJSON if batch else PredictJSON)
     limit = state.settings.max_batch_items if batch else 1
-    return await body_to_tensor(body, document, state, card.image_size, card.digit_box, limit)
+    return await body_to_tensor(body, document, state.settings, state.decode_pool, card.image_size, card.digit_box, limit)
 
 
 def _result(
@@ -203,7 +203,7 @@ async def _predict_pair(body: Body, state: AppState, pairs: PairEngine, with_pix
         document = None if body.media_type == MULTIPART else _validated(body.json, PredictJSON)
         if document is not None:
             path = "pixels" if document.pixels is not None else "canvas" if document.source == "canvas" else "upload"
-        return await body_to_tensor(body, document, state, pairs.card.image_size, pairs.card.input.pair_box)
+        return await body_to_tensor(body, document, state.settings, state.decode_pool, pairs.card.image_size, pairs.card.input.pair_box)
 
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         return FastJSON(pair_answer(pairs, inference.out, images[0], state.card.digit_rule, with_pixels, path))
@@ -289,7 +289,7 @@ async def probe(body: Upload, state: ReadyDep, with_pixels: WithPixels) -> FastJ
     transforms = [Affine(**t.model_dump()) for t in req.transforms]
 
     async def preprocess() -> tuple[np.ndarray, np.ndarray]:
-        base = (await body_to_tensor(body, req, state, state.card.image_size, state.card.digit_box))[0, 0]
+        base = (await body_to_tensor(body, req, state.settings, state.decode_pool, state.card.image_size, state.card.digit_box))[0, 0]
         images = await in_thread(lambda: np.stack([warp(base, t) for t in transforms])[:, None].astype(np.float32))
         return base, images
 

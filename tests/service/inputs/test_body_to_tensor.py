@@ -46,7 +46,7 @@ def _multipart(files: list[bytes]) -> Body:
 
 
 def _run(body: Body, document, state, size: int = 28, box: int = 20, limit: int = 1) -> np.ndarray:
-    return asyncio.run(body_to_tensor(body, document, state, size, box, limit))
+    return asyncio.run(body_to_tensor(body, document, state.settings, state.decode_pool, size, box, limit))
 
 
 def test_every_form_of_one_image_gives_the_same_input(state):
