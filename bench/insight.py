@@ -24,7 +24,7 @@ def in_process(weights: Path, min_seconds: float) -> list[dict]:
     from service.engine.local import load_engine
     from service.engine.outputs import OUTPUTS
     from service.engine.routing_inspector import load_routing_inspector
-    from service.responses import routing_answer
+    from service.postprocess import routing_answer
 
     card = load_card(weights)
     inspector = load_routing_inspector(weights, card)

@@ -15,7 +15,7 @@ from pydantic import BeforeValidator
 from service.engine.two_digit import NAME, PairEngine
 from service.errors import Invalid, NotReady, NotServed
 from service.http.body import Body, ReadRequest
-from service.responses import EXTRAS, PIXELS, included
+from service.postprocess import EXTRAS, PIXELS, included
 from service.state import AppState
 
 

@@ -18,7 +18,7 @@ from service.engine.two_digit import PairEngine
 from service.errors import Invalid, NotServed
 from service.http.body import BodyRoute
 from service.inputs.images import encode_png, tile_grid
-from service.responses import PIXELS_PARAM, FastJSON, picture
+from service.postprocess import PIXELS_PARAM, FastJSON, picture
 from service.schemas import ERRORS, Perturbation, PerturbRequest, Reconstruction, ReconstructRequest
 from service.state import AppState
 from service.threads import in_thread

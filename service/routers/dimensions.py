@@ -15,7 +15,7 @@ from fastapi.responses import Response
 
 from service.deps import ReadyDep
 from service.errors import ClientError
-from service.responses import FastJSON
+from service.postprocess import FastJSON
 from service.schemas import ErrorBody
 from service.state import AppState
 

@@ -21,16 +21,7 @@ from service.http.body import MULTIPART, Body, BodyRoute
 from service.inputs.body_to_tensor import body_to_tensor
 from service.inputs.images import encode_png
 from service.phases import run_phases
-from service.responses import (
-    PIXELS,
-    PIXELS_DOC,
-    PIXELS_PARAM,
-    FastJSON,
-    pair_answer,
-    picture,
-    rounded,
-    routing_answer,
-)
+from service.postprocess import PIXELS, PIXELS_DOC, PIXELS_PARAM, FastJSON, digit_answer, pair_answer, picture, rounded
 from service.schemas import (
     ERRORS,
     BatchPrediction,
@@ -47,7 +38,6 @@ from service.threads import in_thread
 
 router = APIRouter(tags=["predict"], route_class=BodyRoute)
 M = TypeVar("M", bound=BaseModel)
-Verdicts = tuple[np.ndarray, np.ndarray, list]  # DigitRule.judge's blank, is_digit and why, one row per input
 
 
 def _body_spec(json_model: type, multiple: bool | None) -> dict:
@@ -79,44 +69,6 @@ async def _images(body: Body, state: AppState, batch: bool) -> np.ndarray:
         document = _validated(body.json, PredictBatchJSON if batch else PredictJSON)
     limit = state.settings.max_batch_items if batch else 1
     return await body_to_tensor(body, document, state.settings, state.decode_pool, card.image_size, card.digit_box, limit)
-
-
-def _result(
-    out: dict[str, np.ndarray],
-    i: int,
-    image: np.ndarray,
-    state: AppState,
-    extras: set[str],
-    verdicts: Verdicts,
-    routing: tuple[dict[str, np.ndarray], int | None] | None = None,
-) -> dict[str, Any]:
-    card = state.card
-    lengths, errors = out["lengths"][i], out["recon_errors"][i]
-    blank, is_digit, why = verdicts[0][i], verdicts[1][i], verdicts[2][i]
-    r: dict[str, Any] = {
-        "prediction": int(lengths.argmax()),
-        "lengths": rounded(lengths),
-        "poses": rounded(out["poses"][i]),
-        "blank": bool(blank),
-        "is_digit": bool(is_digit),
-        "why_not_digit": None if why is None else {"signals": why[0], "reason": why[1]},
-        "recon_errors": rounded(errors),
-        "reconstruction": picture(out["reconstruction"][i, 0], PIXELS in extras),
-        "input": picture(image[0], PIXELS in extras),
-        "model": {"name": card.name, "version": card.version, "provider": state.engine.provider, "precision": state.engine.precision},
-    }
-    if "counterfactuals" in extras:
-        r["counterfactuals"] = [encode_png(x) for x in out["counterfactuals"][i]]
-    if extras & {"coupling", "coupling_grid"}:
-        c = out["coupling"][i]  # [1152,10], i = channel*36 + row*6 + col
-        g = card.primary_grid
-        if "coupling" in extras:
-            r["coupling"] = rounded(c)
-        r["coupling_grid"] = rounded(c.reshape(card.primary_channels, g, g, card.num_classes).mean(0).transpose(2, 0, 1))
-    if routing is not None:
-        assert state.routing_inspector is not None
-        r["routing"] = routing_answer(state.routing_inspector, routing[0], i, routing[1])
-    return r
 
 
 def _capsule_type(extras: set[str], routing_type: int | None, state: AppState) -> int | None:
@@ -242,7 +194,7 @@ async def predict(body: Upload, state: ReadyDep, query: PredictArgs) -> FastJSON
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         routing = await _unroll_routing(inference.out, extras, capsule_type, state)
         verdicts = state.card.digit_rule.judge(images, inference.out)
-        return FastJSON(_result(inference.out, 0, images[0], state, extras, verdicts, routing))  # ~0.1 ms: cheaper than a thread hop
+        return FastJSON(digit_answer(inference.out, 0, images[0], state, extras, verdicts, routing))  # ~0.1 ms: cheaper than a thread hop
 
     images = _images(body, state, batch=False)
     return (await run_phases(state.metrics, "/predict", images, model, answer, body.parse_s, payloads=state.payload_log)).result
@@ -267,7 +219,7 @@ async def predict_batch(body: Upload, state: ReadyDep, query: BatchArgs) -> Fast
         out = inference.out
         routing = await _unroll_routing(out, extras, capsule_type, state)
         verdicts = state.card.digit_rule.judge(images, out)
-        results = await in_thread(lambda: [_result(out, i, images[i], state, extras, verdicts, routing) for i in range(len(images))])
+        results = await in_thread(lambda: [digit_answer(out, i, images[i], state, extras, verdicts, routing) for i in range(len(images))])
         return FastJSON({"results": results})
 
     images = _images(body, state, batch=True)

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from service.deps import ReadyDep
 from service.errors import NotServed
 from service.inputs.mnist_test_set import sample_pair
-from service.responses import FastJSON
+from service.postprocess import FastJSON
 from service.schemas import ERRORS, PairSample
 from service.threads import in_thread
 

@@ -1,8 +1,9 @@
-"""JSON responses serialised by orjson straight from numpy: a prediction carries ~1,900 numbers."""
+"""Postprocess: every answer a route gives, built from the network's outputs, in one home (the routes only route); JSON
+serialised by orjson straight from numpy, since a prediction carries ~1,900 numbers."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -13,6 +14,9 @@ from service.engine.routing_inspector import RoutingInspector
 from service.engine.two_digit import PairEngine
 from service.errors import Invalid
 from service.inputs.images import encode_png
+
+if TYPE_CHECKING:
+    from service.state import AppState
 
 DECIMALS = 5
 
@@ -112,3 +116,46 @@ def routing_answer(inspector: RoutingInspector, trace: dict[str, np.ndarray], i:
             for r in range(inspector.iterations)
         ],
     }
+
+
+Verdicts = tuple[np.ndarray, np.ndarray, list]  # DigitRule.judge's blank, is_digit and why, one row per input
+
+
+def digit_answer(
+    out: dict[str, np.ndarray],
+    i: int,
+    image: np.ndarray,
+    state: AppState,
+    extras: set[str],
+    verdicts: Verdicts,
+    routing: tuple[dict[str, np.ndarray], int | None] | None = None,
+) -> dict[str, Any]:
+    """Input i's answer to /predict and /predict/batch: the capsules, the verdicts (blank, is_digit and why), the
+    redrawings and what the network saw, and the extras asked for."""
+    card = state.card
+    lengths, errors = out["lengths"][i], out["recon_errors"][i]
+    blank, is_digit, why = verdicts[0][i], verdicts[1][i], verdicts[2][i]
+    r: dict[str, Any] = {
+        "prediction": int(lengths.argmax()),
+        "lengths": rounded(lengths),
+        "poses": rounded(out["poses"][i]),
+        "blank": bool(blank),
+        "is_digit": bool(is_digit),
+        "why_not_digit": None if why is None else {"signals": why[0], "reason": why[1]},
+        "recon_errors": rounded(errors),
+        "reconstruction": picture(out["reconstruction"][i, 0], PIXELS in extras),
+        "input": picture(image[0], PIXELS in extras),
+        "model": {"name": card.name, "version": card.version, "provider": state.engine.provider, "precision": state.engine.precision},
+    }
+    if "counterfactuals" in extras:
+        r["counterfactuals"] = [encode_png(x) for x in out["counterfactuals"][i]]
+    if extras & {"coupling", "coupling_grid"}:
+        c = out["coupling"][i]  # [1152,10], i = channel*36 + row*6 + col
+        g = card.primary_grid
+        if "coupling" in extras:
+            r["coupling"] = rounded(c)
+        r["coupling_grid"] = rounded(c.reshape(card.primary_channels, g, g, card.num_classes).mean(0).transpose(2, 0, 1))
+    if routing is not None:
+        assert state.routing_inspector is not None
+        r["routing"] = routing_answer(state.routing_inspector, routing[0], i, routing[1])
+    return r
