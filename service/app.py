@@ -36,7 +36,7 @@ from service.inputs.mnist_test_set import TestDigits
 from service.inputs.uploads import DecodePool
 from service.metrics import Metrics
 from service.payload_log import open_payload_log
-from service.routers import capsule_decoder, dimensions, oip, ops, page, predict, two_digit
+from service.routers import capsule_decoder, dimensions, oip, ops, page, predict, sample_pairs
 from service.routers.dimensions import load_atlas
 from service.settings import Settings, get_settings
 from service.state import AppState
@@ -156,7 +156,7 @@ async def _load(state: AppState, card: ModelCard) -> None:
     state.engine = engine
     state.atlas = load_atlas(state)
     state.routing_inspector = routing_inspector
-    state.pairs = pairs
+    state.pair_engine = pairs
     state.decoder_files = await run(decoder_files, s.weights_dir, card, pairs.card if pairs else None)
     state.test_digits = TestDigits(s.mnist_dir)
     workers = cores.workers(s.workers, engine, ms_per_image)
@@ -220,7 +220,7 @@ def create_app(settings: Settings | None = None, span_exporter: SpanExporter | N
     app.state.templates = Jinja2Templates(directory=str(settings.templates_dir))
     install_handlers(app)
     app.include_router(predict.router)
-    app.include_router(two_digit.router)
+    app.include_router(sample_pairs.router)
     app.include_router(capsule_decoder.router)
     app.include_router(dimensions.router)
     app.include_router(ops.router)

@@ -76,10 +76,10 @@ def _pairs(state: AppState, model: str) -> PairEngine | None:
     """The two-digit network when `?model=multimnist` asks for it (None: the MNIST one); 404 when it is not served here."""
     if model == "capsnet":
         return None
-    if state.pairs is None:
+    if state.pair_engine is None:
         why = "the model card has no multimnist entry" if state.card.multimnist is None else "the models run on a remote engine"
         raise NotServed(f"model {NAME} is not served here ({why})")
-    return state.pairs
+    return state.pair_engine
 
 
 async def _two_digit(state: ReadyDep, model: ModelQuery = "capsnet") -> PairEngine | None:

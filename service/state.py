@@ -30,7 +30,8 @@ class AppState:
     batcher: Batcher | None = None
     decode_pool: DecodePool | None = None
     routing_inspector: RoutingInspector | None = None  # weights/routing.onnx, for ?include=routing (service/engine/routing_inspector.py)
-    pairs: PairEngine | None = None  # the MultiMNIST network, when the card has it and the models run here (service/engine/two_digit.py)
+    # the MultiMNIST network, when the card has it and the models run here (service/engine/two_digit.py)
+    pair_engine: PairEngine | None = None
     test_digits: TestDigits | None = None  # MNIST's test set where the server has it: the page's random pairs
     decoder_files: dict[str, DecoderFile] = field(default_factory=dict)  # the decoders the page may run itself, by model
     atlas: dict | None = None  # weights/dimensions.json when it was measured on this model (routers/dimensions.py)

@@ -55,7 +55,7 @@ def failure(exc: Exception, where: str) -> tuple[int, str, dict[str, str] | None
 
 def served(state: AppState) -> tuple[str, ...]:
     """The models this instance answers for: the two-digit ones only where they were loaded."""
-    return OIP_MODELS if state.pairs is not None else OIP_MODELS[:2]
+    return OIP_MODELS if state.pair_engine is not None else OIP_MODELS[:2]
 
 
 def decoder_max_batch(state: AppState) -> int:
@@ -80,11 +80,11 @@ def spec(state: AppState, name: str, version: str) -> ModelSpec:
     if not state.ready or engine is None:
         raise OIPError(503, f"model '{name}' is loading; retry shortly", {"Retry-After": "1"})
     if name in (PAIRS, PAIR_DECODER):
-        if state.pairs is None:
+        if state.pair_engine is None:
             raise OIPError(
                 404, f"Request for unknown model: '{name}' is not served here (no multimnist entry in the card, or a remote engine)"
             )
-        inputs, outputs = state.pairs.signatures()[name]
+        inputs, outputs = state.pair_engine.signatures()[name]
     else:
         inputs, outputs = engine.signatures()[name]
     return ModelSpec(name, inputs, outputs, state.settings.max_batch if name in ("capsnet", PAIRS) else decoder_max_batch(state))
@@ -141,17 +141,17 @@ async def _run_decoder(state: AppState, req: InferRequest) -> Inference:
 
 
 async def _run_pairs(state: AppState, req: InferRequest) -> Inference:
-    assert state.pairs is not None  # spec() said so
-    return await state.pairs.predict(req.inputs["image"])
+    assert state.pair_engine is not None  # spec() said so
+    return await state.pair_engine.predict(req.inputs["image"])
 
 
 async def _run_pair_decoder(state: AppState, req: InferRequest) -> Inference:
-    assert state.pairs is not None
-    digits, k = req.inputs["digit"], state.pairs.card.num_classes
+    assert state.pair_engine is not None
+    digits, k = req.inputs["digit"], state.pair_engine.card.num_classes
     if digits.min() < 0 or digits.max() >= k:
         raise bad(f"input 'digit': values must be digit capsules 0-{k - 1}")
     start = time.perf_counter()
-    recon = await state.pairs.decode(digits, req.inputs["pose"])
+    recon = await state.pair_engine.decode(digits, req.inputs["pose"])
     return Inference({"reconstruction": recon}, 0.0, time.perf_counter() - start)
 
 

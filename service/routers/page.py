@@ -33,12 +33,12 @@ async def index(request: Request, state: ReadyDep) -> HTMLResponse:
         "primary_stride": card.architecture.primary_stride,
         "primary_channels": card.primary_channels,
         # section 7, two digits at once: when the two-digit network is served here
-        "pairs": state.pairs is not None,
-        "pair_size": state.pairs.card.image_size if state.pairs is not None else None,
-        "pair_box": state.pairs.card.input.pair_box if state.pairs is not None else None,
-        "pair_score": state.pairs.card.test if state.pairs is not None and state.pairs.card.test is not None else None,
+        "pairs": state.pair_engine is not None,
+        "pair_size": state.pair_engine.card.image_size if state.pair_engine is not None else None,
+        "pair_box": state.pair_engine.card.input.pair_box if state.pair_engine is not None else None,
+        "pair_score": state.pair_engine.card.test if state.pair_engine is not None and state.pair_engine.card.test is not None else None,
         "needs_key": bool(state.api_keys),  # the page asks for an API key only where the server wants one
-        "pair_sample": state.pairs is not None and state.test_digits is not None and state.test_digits.available(),
+        "pair_sample": state.pair_engine is not None and state.test_digits is not None and state.test_digits.available(),
         # where the page's own decoder fetches each network's decoder file (none: the sliders draw on the server)
         "decoder": _spec(state.decoder_files.get("capsnet")),
         "pair_decoder": _spec(state.decoder_files.get(NAME)),

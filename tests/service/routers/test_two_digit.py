@@ -256,7 +256,7 @@ def test_no_more_two_digit_calls_run_at_once_than_the_limit_whatever_the_route(c
 
     from service.engine.two_digit import MAX_AT_ONCE
 
-    engine = client.app.state.capsnet.pairs
+    engine = client.app.state.capsnet.pair_engine
     running, most, lock = 0, 0, threading.Lock()
 
     def counted(fn):

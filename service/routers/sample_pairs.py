@@ -19,9 +19,9 @@ router = APIRouter(tags=["predict"])
 async def sample(state: ReadyDep) -> FastJSON:
     """A pair made as the test pairs are (36x36, each digit shifted up to 4 px, added and clipped), from MNIST's test set when
     this server has it (CAPSNET_MNIST_DIR); 404 when it has not, or serves no two-digit model."""
-    if state.pairs is None or state.test_digits is None or not state.test_digits.available():
+    if state.pair_engine is None or state.test_digits is None or not state.test_digits.available():
         raise NotServed("no MNIST test digits on this server (CAPSNET_MNIST_DIR), or no two-digit model")
     images, labels = await in_thread(state.test_digits.load)
-    card = state.pairs.card
+    card = state.pair_engine.card
     pixels, digits = sample_pair(images, labels, card.image_size, card.input.max_shift, np.random.default_rng())
     return FastJSON({"pixels": np.round(pixels, 4), "labels": digits})
