@@ -564,23 +564,13 @@ import { createRoutingInspector } from "./routing.js";
     })();
   }
 
-  // The decoder's weights come at the first touch of a slider, not with the page: most visits never move one.
-  function showWhere() { els.decoderWhere.textContent = decoder.where(); }
-  function wantDecoder() {
-    if (decoder.loading) return;
-    decoder.load().then(function () {
-      updateReconstruction();
-      if (state.result) scheduleFigure();
-    }, function () {}).then(showWhere);
-    showWhere();
-  }
-  showWhere();
+  decoder.loadOnFirstTouch(sliders.map(function (s) { return s.input; }), els.decoderWhere, function () {
+    updateReconstruction();
+    if (state.result) scheduleFigure();
+  });
 
   sliders.forEach(function (s, i) {
-    s.input.addEventListener("pointerdown", wantDecoder);
-    s.input.addEventListener("keydown", wantDecoder);
     s.input.addEventListener("input", function () {
-      wantDecoder();
       state.deltas[i] = Math.round(parseFloat(s.input.value) * 100) / 100;
       s.out.textContent = fmtSigned(state.deltas[i], 2);
       s.input.parentNode.parentNode.classList.toggle("is-moved", state.deltas[i] !== 0);

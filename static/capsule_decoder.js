@@ -158,6 +158,22 @@ CapsuleDecoder.prototype.where = function () {
   return "Sliders redraw in this browser once its decoder (" + mb + ") has loaded, at the first touch.";
 };
 
+/* The decoder's weights come at the first touch of one of `inputs` (a press, a key, a move), not with the page: most
+ * visits never move a slider. `where` shows the line that says which draws; `onReady` redraws once the weights are in. */
+CapsuleDecoder.prototype.loadOnFirstTouch = function (inputs, where, onReady) {
+  var self = this;
+  function show() { where.textContent = self.where(); }
+  function want() {
+    if (self.loading) return;
+    self.load().then(onReady, function () {}).then(show);
+    show();
+  }
+  inputs.forEach(function (input) {
+    ["pointerdown", "keydown", "input"].forEach(function (kind) { input.addEventListener(kind, want); });
+  });
+  show();
+};
+
 // The page's spec from a data attribute, or null.
 export function decoderSpec(el, name) {
   var raw = el && el.dataset[name];

@@ -326,20 +326,12 @@ export function createPairs(opts) {
       return { path: RECONSTRUCT, body: { digit: digit, pose: pose }, which: which };
     });
   }
-  // the decoder's weights come at the first touch of a slider, not with the page
-  function showWhere() { els.where.textContent = decoder.where(); }
-  function wantDecoder() {
-    if (decoder.loading) return;
-    decoder.load().then(function () { if (state.deltas.some(function (x) { return x !== 0; })) reconstruct(); }, function () {}).then(showWhere);
-    showWhere();
-  }
-  showWhere();
+  decoder.loadOnFirstTouch(sliders.map(function (s) { return s.input; }), els.where, function () {
+    if (state.deltas.some(function (x) { return x !== 0; })) reconstruct();
+  });
 
   sliders.forEach(function (s, i) {
-    s.input.addEventListener("pointerdown", wantDecoder);
-    s.input.addEventListener("keydown", wantDecoder);
     s.input.addEventListener("input", function () {
-      wantDecoder();
       state.deltas[i] = parseFloat(s.input.value);
       s.out.textContent = state.deltas[i].toFixed(2);
       reconstruct();

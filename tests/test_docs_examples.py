@@ -7,7 +7,6 @@ The pictures the examples name (digit.png, two.png, a.png, b.png) are drawn here
 
 from __future__ import annotations
 
-import io
 import math
 import re
 import shutil
@@ -17,11 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PIL import Image, ImageDraw
 
 from tests.conftest import REPO
 from tests.needs import missing
 from tests.service.oip.test_grpc_server import GrpcServer
+from tests.static.test_page import digit_png
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 ADDRESS, GRPC_ADDRESS = "127.0.0.1:8000", "127.0.0.1:8001"
@@ -52,16 +51,6 @@ def _python_examples() -> list[tuple[str, str]]:
     ]
 
 
-def _digit(strokes: list[list[tuple[float, float]]], size: int = 200) -> bytes:
-    img = Image.new("RGB", (size, size), "white")
-    d = ImageDraw.Draw(img)
-    for stroke in strokes:
-        d.line([(x * size, y * size) for x, y in stroke], fill="black", width=size // 12, joint="curve")
-    buf = io.BytesIO()
-    img.save(buf, format="PNG")
-    return buf.getvalue()
-
-
 SEVEN = [[(0.26, 0.18), (0.74, 0.18), (0.58, 0.50), (0.44, 0.86)]]
 ONE = [[(0.30, 0.14), (0.29, 0.86)]]
 ZERO = [[(0.62 + 0.2 * math.sin(t / 8), 0.5 - 0.33 * math.cos(t / 8)) for t in range(52)]]
@@ -70,10 +59,10 @@ ZERO = [[(0.62 + 0.2 * math.sin(t / 8), 0.5 - 0.33 * math.cos(t / 8)) for t in r
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Iterator[tuple[GrpcServer, Path]]:
     where = tmp_path_factory.mktemp("reader")
-    (where / "digit.png").write_bytes(_digit(SEVEN))
-    (where / "a.png").write_bytes(_digit(SEVEN))
-    (where / "b.png").write_bytes(_digit(ONE))
-    (where / "two.png").write_bytes(_digit(ONE + ZERO))
+    (where / "digit.png").write_bytes(digit_png(SEVEN))
+    (where / "a.png").write_bytes(digit_png(SEVEN))
+    (where / "b.png").write_bytes(digit_png(ONE))
+    (where / "two.png").write_bytes(digit_png(ONE + ZERO))
     server = GrpcServer({"CAPSNET_INTRA_OP_THREADS": "1"}).wait_ready()
     yield server, where
     server.stop()
