@@ -58,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--served-share",
         type=float,
-        default=0.5,
+        default=0.15,
         help="share of training composites rescaled as the service hands an upload or a drawing over (ink's longer side to "
         "the served box, centred by mass; not in the paper: so that what people draw and upload is read as test pairs are)",
     )
