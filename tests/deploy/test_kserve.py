@@ -118,7 +118,10 @@ def test_the_front_points_at_the_predictor_and_scales_on_cpu():
     assert env["CAPSNET_ENGINE_URL"] == f"http://{host}"
     settings = Settings.model_fields
     assert {k.removeprefix("CAPSNET_").lower() for k in env} <= set(settings), "every variable is a setting of the service"
-    assert {p["path"] for p in (container["readinessProbe"]["httpGet"], container["livenessProbe"]["httpGet"])} == {"/readyz", "/healthz"}
+    # Kubernetes' own gRPC probe on grpc.health.v1 for readiness; the KServe v2 REST liveness; the start-up on /healthz
+    assert container["readinessProbe"]["grpc"]["service"] == "inference.GRPCInferenceService"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert container["startupProbe"]["httpGet"]["path"] == "/healthz"
     assert container["resources"]["requests"]["cpu"], "CPU utilisation is measured against the request"
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
@@ -139,10 +142,13 @@ def test_clients_and_probes_reach_the_front_through_the_edge_with_its_configurat
     edge_env = {e["name"]: e["value"] for e in edge["env"]}
     assert front_env["CAPSNET_HOST"] == "127.0.0.1" and "ports" not in front
     assert edge_env["EDGE_UPSTREAM"] == f"127.0.0.1:{front_env['CAPSNET_PORT']}"
-    (port,) = edge["ports"]
+    port, grpc = edge["ports"]
     assert port["name"] == "http" and edge_env["EDGE_BIND"] == f":{port['containerPort']}"
-    assert service["spec"]["ports"][0]["targetPort"] == "http"
-    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+    assert grpc["name"] == "grpc" and edge_env["EDGE_GRPC_BIND"] == f":{grpc['containerPort']}"
+    assert edge_env["EDGE_GRPC_UPSTREAM"] == f"127.0.0.1:{front_env['CAPSNET_GRPC_PORT']}"
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http", "grpc"]
+    assert front["readinessProbe"]["grpc"]["port"] == grpc["containerPort"]
+    for probe in ("livenessProbe", "startupProbe"):
         assert front[probe]["httpGet"]["port"] == port["containerPort"], probe
     edge_dir = REPO / "deploy" / "edge"
     files = {"haproxy.cfg": edge_dir / "haproxy.cfg", **{p.name: p for p in (edge_dir / "errors").iterdir()}}
