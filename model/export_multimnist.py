@@ -150,6 +150,16 @@ def pair_box(images: np.ndarray) -> int:
     return int(np.median(np.maximum(extent(rows), extent(cols))))
 
 
+def epochs_per_device(history: list[dict]) -> dict[str, int]:
+    """How many epochs ran on each machine: a run goes on wherever one is at hand (a GPU had for minutes, 2 CPU cores),
+    and every epoch's history entry names its own; those from before entries named it are counted as not recorded."""
+    counts: dict[str, int] = {}
+    for h in history:
+        name = h.get("device", "not recorded")
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, test: dict, rule: dict, pair_box: int) -> dict:
     cfg = model.cfg
     args = ckpt.get("args", {})
@@ -203,10 +213,12 @@ def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, t
             "lr_decay_per_epoch": args.get("lr_decay"),
             "lr_next": ckpt["history"][-1]["lr"] if ckpt.get("history") else args.get("lr"),  # where a resumed run goes on
             "batch_size": args.get("batch_size"),
+            "batch_size_per_epoch": [h.get("batch_size") for h in ckpt.get("history", [])],  # None: not recorded (128)
             "weight_average_decay": args.get("ema_decay"),
             "exported_weights": "weight average" if ckpt.get("best_weights") == "ema" else "the trained weights",
             "train_seconds": round(float(ckpt.get("train_seconds", 0.0)), 1),
-            "hardware": hardware(),
+            "exported_on": hardware(),
+            "epochs_per_device": epochs_per_device(ckpt.get("history", [])),
             "torch": torch.__version__,
             "history": ckpt.get("history", []),
         },

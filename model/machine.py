@@ -1,12 +1,27 @@
-"""The CPU a figure was measured on, and how long a call takes on it: for the model commands and the benchmarks alike."""
+"""The CPU a figure was measured on (or the device an epoch trained on), and how long a call takes on it: for the model
+commands and the benchmarks alike."""
 
 from __future__ import annotations
 
+import os
 import platform
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+
+def device_name(device: torch.device) -> str:
+    """What trained an epoch, for its history entry: the GPU's name, or the CPU's model and core count."""
+    if device.type == "cuda":
+        import torch  # only here: the benchmarks import this module without torch
+
+        return torch.cuda.get_device_name(device)
+    return f"{cpu_model()}, {os.cpu_count()} cores"
 
 
 def cpu_model() -> str:

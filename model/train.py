@@ -28,6 +28,7 @@ from model import MNIST_DIR
 from model.capsnet import CapsNet, CapsNetConfig, total_loss
 from model.cli import log_to_console
 from model.data import load_tensors, random_shift
+from model.machine import device_name
 
 log = logging.getLogger("capsnet.train")
 
@@ -139,7 +140,7 @@ def train(args: argparse.Namespace) -> dict:
         state["epoch"] = epoch + 1
         rec = {
             "epoch": epoch + 1,
-            **epoch_record(totals, steps, train_s, opt),
+            **epoch_record(totals, steps, train_s, opt, device),
             "test_accuracy": acc,
             **({"ema_test_accuracy": ema_acc} if ema_acc is not None else {}),
         }
@@ -157,10 +158,11 @@ def train(args: argparse.Namespace) -> dict:
     return state
 
 
-def epoch_record(totals: np.ndarray, steps: int, train_s: float, opt: torch.optim.Optimizer) -> dict:
+def epoch_record(totals: np.ndarray, steps: int, train_s: float, opt: torch.optim.Optimizer, device: torch.device) -> dict:
     """What every epoch's history entry holds, MNIST's and MultiMNIST's: mean losses (total, margin, reconstruction),
-    the learning rate it ended at, and its time."""
+    the learning rate it ended at, and its time and what it ran on (a run may go on elsewhere: each epoch says)."""
     return {
+        "device": device_name(device),
         "loss": totals[0] / steps,
         "margin_loss": totals[1] / steps,
         "reconstruction_loss": totals[2] / steps,

@@ -23,6 +23,8 @@ import argparse
 import logging
 import os
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -84,6 +86,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(for a GPU machine had for a fixed time; 0: off)",
     )
     p.add_argument("--lr-final", type=float, default=2e-5, help="with --budget-minutes, the rate of the last epoch")
+    p.add_argument(
+        "--budget-clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="what --budget-minutes counts: wall-clock time, or this process's CPU time over all its threads (so that two "
+        "networks compared on a shared machine get the same work from it)",
+    )
+    p.add_argument(
+        "--primary-conv",
+        choices=["full", "separable"],
+        default="full",
+        help="the primary capsules' convolution: the paper's 9x9 over all 256 channels, or a 9x9 filter per channel then a "
+        "1x1 mixing (not in the paper; its weights start afresh)",
+    )
+    p.add_argument(
+        "--primary-types",
+        type=int,
+        default=CONFIG.primary_channels,
+        help="primary capsule types (the paper: 32, 3200 capsules on the 36x36 canvas); fewer make routing cheaper, and W_ij "
+        "then start afresh",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads for torch")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda when torch sees a GPU, else cpu")
@@ -117,19 +140,23 @@ def init_from_mnist(model: CapsNet, onnx_path: str | Path) -> None:
     mnist = CapsNetConfig()
     cfg = model.cfg
     state = model.state_dict()
-    for k in ("conv1.weight", "conv1.bias", "primary.conv.weight", "primary.conv.bias", "decoder.net.0.weight", "decoder.net.0.bias"):
+    shared = ["conv1.weight", "conv1.bias", "decoder.net.0.weight", "decoder.net.0.bias"]
+    if cfg.primary_conv == mnist.primary_conv:  # another primary convolution has no counterpart to copy: it starts afresh
+        shared += ["primary.conv.weight", "primary.conv.bias"]
+    for k in shared:
         state[k] = src[k]
     state["decoder.net.2.weight"], state["decoder.net.2.bias"] = src["decoder.net.2.weight"], src["decoder.net.2.bias"]
     # W: [1152,8,160] = [32 types x 6 x 6] -> [32 x 10 x 10]; a digit centred on the canvas sits (36-28)/2 = 4 px in,
     # two primary strides, so position g on the 10x10 grid sees what position g-2 saw on the 6x6 one
     g6, g10 = mnist.primary_grid, cfg.primary_grid
     off = (cfg.image_size - mnist.image_size) // (2 * cfg.primary_stride)
-    w = src["digit.W"].view(cfg.primary_channels, g6, g6, cfg.primary_dim, -1)
+    w = src["digit.W"].view(mnist.primary_channels, g6, g6, mnist.primary_dim, -1)
     near = (torch.arange(g10) - off).clamp(0, g6 - 1)
     # scaled by 1152/3200: s_j is a sum over the children, so it starts at the size the MNIST network was trained for
     # (unscaled, every capsule starts near length 1 and 16% of the first test pairs are read right; scaled, 23%)
     scale = mnist.num_primary / cfg.num_primary
-    state["digit.W"] = scale * w[:, near][:, :, near].reshape(cfg.num_primary, cfg.primary_dim, -1).contiguous()
+    if cfg.primary_conv == mnist.primary_conv and cfg.primary_channels == mnist.primary_channels:  # else W_ij start afresh too
+        state["digit.W"] = scale * w[:, near][:, :, near].reshape(cfg.num_primary, cfg.primary_dim, -1).contiguous()
     # decoder output: the 28x28 drawing in the middle of the canvas, the border off (sigmoid(-8) = 3e-4)
     pad = (cfg.image_size - mnist.image_size) // 2
     wd = torch.zeros(cfg.image_size, cfg.image_size, src["decoder.net.4.weight"].shape[1])
@@ -200,28 +227,31 @@ def fit_schedule(epoch_seconds: float, seconds_left: float, lr_now: float, lr_fi
 
 
 class Budget:
-    """--budget-minutes: a wall clock from the start of training, and the epochs that still fit in it."""
+    """--budget-minutes: a clock from the start of training (the wall's, or the process's CPU time), and the epochs that
+    still fit in it."""
 
-    def __init__(self, minutes: float, lr_final: float) -> None:
-        self.mark = time.time()
+    def __init__(self, minutes: float, lr_final: float, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.mark = clock()
         self.deadline = self.mark + 60.0 * minutes
         self.lr_final = lr_final
         self.rounds: list[float] = []  # each epoch's whole round: training, scoring, saving (and start-up, the first)
 
     def spent(self) -> bool:
-        return time.time() > self.deadline
+        return self.clock() > self.deadline
 
     def refit(self, lr_now: float) -> tuple[int, float]:
         """After an epoch: how many more fit, on the mean of the last three rounds (the first warms caches and kernels
         up), and the decay that brings `lr_now` to the final rate at the last of them."""
-        now = time.time()
+        now = self.clock()
         self.rounds.append(now - self.mark)
         self.mark, recent = now, self.rounds[-3:]
         return fit_schedule(sum(recent) / len(recent), self.deadline - now, lr_now, self.lr_final)
 
 
 def train(args: argparse.Namespace) -> dict:
-    budget = Budget(args.budget_minutes, args.lr_final) if args.budget_minutes > 0 else None
+    clock = time.process_time if args.budget_clock == "cpu" else time.time
+    budget = Budget(args.budget_minutes, args.lr_final, clock) if args.budget_minutes > 0 else None
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -234,7 +264,7 @@ def train(args: argparse.Namespace) -> dict:
     evaluation = fixed_test_pairs(xte, yte, args.eval_pairs)
     evaluation = Pairs(evaluation.image.to(device), evaluation.digits.to(device), evaluation.labels.to(device))
 
-    model = CapsNet(CONFIG)
+    model = CapsNet(replace(CONFIG, primary_conv=args.primary_conv, primary_channels=args.primary_types))
     if args.init != "none" and not args.resume:
         init_from_mnist(model, args.init)
         log.info("started from %s", args.init)
@@ -284,7 +314,7 @@ def train(args: argparse.Namespace) -> dict:
     last_epoch = epochs if budget is None else state["epoch"] + 1  # a budget sets the count after each epoch
     while state["epoch"] < last_epoch:
         model.train()
-        t0 = time.time()
+        t0, cpu0 = time.time(), time.process_time()
         base = torch.randint(0, len(xtr), (args.pairs_per_epoch,), generator=gen, device=device)
         totals, steps, seen = torch.zeros(3, device=device), 0, 0
         bar = tqdm(range(0, len(base), args.batch_size), desc=f"epoch {state['epoch'] + 1}/{last_epoch}", unit="step")
@@ -319,7 +349,11 @@ def train(args: argparse.Namespace) -> dict:
             "served_share": args.served_share,
             "bf16": args.bf16,
             "frozen": args.freeze,
-            **epoch_record(totals.double().cpu().numpy(), steps, train_s, opt),
+            "batch_size": args.batch_size,
+            "primary_conv": args.primary_conv,
+            "primary_types": args.primary_types,
+            "cpu_seconds": round(time.process_time() - cpu0, 1),  # the process's, all threads: training and this epoch's scoring
+            **epoch_record(totals.double().cpu().numpy(), steps, train_s, opt, device),
             "test": score,
             **({"ema_test": ema_score} if ema_score is not None else {}),
         }

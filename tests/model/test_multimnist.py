@@ -133,6 +133,29 @@ def test_warm_start_maps_the_mnist_network_onto_the_canvas() -> None:
     assert drawn[:4].max() < 1e-3 and drawn[:, :4].max() < 1e-3
 
 
+def test_a_lighter_primary_convolution_keeps_digit_capsules_and_decoder_and_starts_afresh_where_shapes_differ() -> None:
+    from dataclasses import replace
+
+    torch.manual_seed(0)
+    light = CapsNet(replace(CONFIG, primary_conv="separable", primary_channels=16))
+    init_from_mnist(light, WEIGHTS / "capsnet.onnx")
+    paper = CapsNet(CONFIG)
+    init_from_mnist(paper, WEIGHTS / "capsnet.onnx")
+    assert torch.equal(light.conv1.weight, paper.conv1.weight), "the stroke filters are the MNIST network's in both"
+    assert light.digit.W.shape == (1600, 8, 160) and light.digit.W.abs().max() < 0.1, "W_ij fresh: 1600 children"
+    with torch.no_grad():
+        out = light(torch.rand(2, 1, CANVAS, CANVAS))
+    assert out["lengths"].shape == (2, 10) and out["poses"].shape == (2, 10, 16) and out["reconstruction"].shape == (2, 1, 36, 36)
+
+    def multiply_adds(net: CapsNet) -> int:
+        grid = net.cfg.primary_grid**2
+        return sum(m.weight.numel() * grid for m in net.primary.modules() if isinstance(m, torch.nn.Conv2d))
+
+    assert multiply_adds(light) * 30 < multiply_adds(paper), "the primary convolution at a fraction of the paper's cost"
+    with pytest.raises(ValueError, match="primary_conv"):
+        CapsNet(replace(CONFIG, primary_conv="dilated"))
+
+
 def test_forward_pairs_redraws_each_digit_from_its_own_capsule() -> None:
     torch.manual_seed(0)
     model = CapsNet(CONFIG).eval()
@@ -263,24 +286,34 @@ def test_a_budget_fits_the_epochs_and_anneals_to_the_final_rate() -> None:
 
 
 class SecondsPerCall:
-    """A clock that moves one second each time it is read: the trainer reads it once a step, so a step 'takes' 1 s."""
+    """Clocks for the trainer: the one budgeted moves one second each time it is read (the trainer reads it once a step,
+    so a step 'takes' 1 s); the other stands still, so a run stops only if the budget reads the clock it was asked to."""
 
-    def __init__(self) -> None:
-        self.now = 0.0
+    def __init__(self, moving: str) -> None:
+        self.now, self.moving = 0.0, moving
+
+    def _read(self, name: str) -> float:
+        if name == self.moving:
+            self.now += 1.0
+        return self.now if name == self.moving else 0.0
 
     def time(self) -> float:
-        self.now += 1.0
-        return self.now
+        return self._read("wall")
+
+    def process_time(self) -> float:
+        return self._read("cpu")
 
 
-def test_a_budgeted_run_stops_by_itself_at_its_final_rate(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("clock", ["wall", "cpu"])
+def test_a_budgeted_run_stops_by_itself_at_its_final_rate(tmp_path, monkeypatch, clock) -> None:
     import model.train_multimnist as trainer
 
-    monkeypatch.setattr(trainer, "time", SecondsPerCall())
+    monkeypatch.setattr(trainer, "time", SecondsPerCall(clock))
     data, out = _mnist_dir(tmp_path), tmp_path / "ckpt"
     argv = ["--data", str(data), "--out", str(out), "--batch-size", "8", "--threads", "1", "--pairs-per-epoch", "16", "--eval-pairs", "10"]
-    # 2 steps an epoch; 1 min of budget; --epochs would allow 100
-    state = train(parse_args([*argv, "--budget-minutes", "1", "--lr-final", "1e-5", "--epochs", "100", "--ema-decay", "0"]))
+    # 2 steps an epoch; 1 min of budget on the clock named; --epochs would allow 100
+    budget = ["--budget-minutes", "1", "--budget-clock", clock, "--lr-final", "1e-5", "--epochs", "100", "--ema-decay", "0"]
+    state = train(parse_args([*argv, *budget]))
     history = json.loads((out / "history.json").read_text())
     assert 3 <= state["epoch"] < 100 and len(history) == state["epoch"]
     assert state["pairs_seen"] == sum(16 for _ in history), "every epoch whole: the budget was fitted, not cut into"
