@@ -1,4 +1,5 @@
-"""`python -m service`: one uvicorn worker (scale with replicas: each worker holds its own model copy).
+"""`python -m service`: one uvicorn worker (scale with replicas: each worker holds its own model copy). SIGHUP loads the
+weights directory again without downtime (service/loading.py); SIGTERM drains and stops.
 
 uvicorn closes idle keep-alive connections and the service refuses a body that arrives too slowly (service.http.body), but
 uvicorn has no timeout for a request's headers: facing strangers, run it behind deploy/edge/haproxy.cfg, as

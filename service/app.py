@@ -9,27 +9,17 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from functools import partial
 from typing import TYPE_CHECKING
 
-import anyio
 from anyio import to_thread
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from service import tracing
-from service.engine import cores
-from service.engine.batcher import Batcher
-from service.engine.card import ModelCard, WeightsError, load_card, verify_files
-from service.engine.decoder_files import decoder_files
-from service.engine.local import load_engine
-from service.engine.protocol import InferenceEngine
-from service.engine.remote import connect_engine
-from service.engine.routing_inspector import load_routing_inspector
-from service.engine.two_digit import MAX_AT_ONCE, PairEngine, load_pairs
-from service.errors import EngineUnavailable, install_handlers
+from service import loading, tracing
+from service.engine.card import ModelCard, WeightsError, load_card
+from service.errors import install_handlers
 from service.http.auth import ApiKeyMiddleware, load_keys
 from service.http.middleware import EdgeMiddleware
 from service.inputs.mnist_test_set import TestDigits
@@ -37,7 +27,6 @@ from service.inputs.uploads import DecodePool
 from service.metrics import Metrics
 from service.payload_log import open_payload_log
 from service.routers import capsule_decoder, dimensions, oip, ops, page, predict, sample_pairs
-from service.routers.dimensions import load_atlas
 from service.settings import Settings, get_settings
 from service.state import AppState
 
@@ -78,11 +67,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     except (WeightsError, ValueError) as e:
         log.error("cannot start: %s", e)
         raise
-    loading: asyncio.Task | None = None
+    starting: asyncio.Task | None = None
     grpc_server: GrpcServer | None = None
     if app.state.load_in_background:
         grpc_server = await _start_grpc(app, state) if s.grpc_port is not None else None  # NOT_SERVING until warm
-        loading = asyncio.create_task(_load_in_background(state, card, grpc_server))
+        starting = asyncio.create_task(_load_in_background(state, card, grpc_server))
+        # SIGHUP loads the weights directory again without downtime (service/loading.py); uvicorn leaves it to the app
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, loading.on_hangup, state)
     else:
         await _load(state, card)
         grpc_server = await _start_grpc(app, state) if s.grpc_port is not None else None
@@ -91,13 +82,16 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        if loading is not None and not loading.done():
-            loading.cancel()
+        if starting is not None:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+        if starting is not None and not starting.done():
+            starting.cancel()
             with suppress(asyncio.CancelledError):
-                await loading
+                await starting
         if grpc_server is not None:  # uvicorn has drained HTTP by now; gRPC's calls in flight get the same grace
             await grpc_server.stop(s.graceful_timeout_s)
         state.ready = False
+        await loading.stop_retiring(state)
         if state.batcher is not None:
             await state.batcher.stop()
         if state.decode_pool is not None:
@@ -129,47 +123,17 @@ async def _load_in_background(state: AppState, card: ModelCard, grpc_server: Grp
 
 
 async def _load(state: AppState, card: ModelCard) -> None:
-    """The engine (onnxruntime here, or a remote server), the routing trace, the two-digit network, the warm-up, the
-    batcher; then the service is ready."""
+    """The first version of the weights (service/loading.py), the decode pool, MNIST's test digits; then the service is
+    ready."""
     s = state.settings
-    # a stop while loading (SIGTERM to a pod still starting) does not wait for the step in hand: its thread is left to end
-    run = partial(to_thread.run_sync, abandon_on_cancel=True)
     try:
-        if s.engine_url:
-            # the models run elsewhere: only the card (sizes, is_digit rule, version) is read here, and checked against
-            # the engine's metadata; the ONNX files need not be on this machine
-            engine: InferenceEngine = await run(connect_engine, s.engine_url, card, s.engine_timeout_s, s.engine_start_timeout_s)
-        else:
-            # every file the card lists, not only those in use: a weights directory that differs from its card is not served
-            await run(verify_files, s.weights_dir, card, sorted(card.files))
-            engine = await run(load_engine, s.weights_dir, card, s.providers, s.intra_op_threads, s.precision, s.intra_op_threads_busy)
-        routing_inspector = await run(load_routing_inspector, s.weights_dir, card)
-        pairs: PairEngine | None = None
-        if not s.engine_url:  # with a remote engine the two-digit model is not served (the engine serves MNIST's graphs)
-            limiter = anyio.CapacityLimiter(MAX_AT_ONCE)
-            providers = engine.session_providers
-            pairs = await run(load_pairs, s.weights_dir, card, providers, s.intra_op_threads, limiter)
-    except (WeightsError, ValueError, EngineUnavailable) as e:
+        models, ms_per_image = await loading.build(state, card)
+    except loading.LOAD_ERRORS as e:
         log.error("cannot start: %s", e)
         raise
-    ms_per_image = await run(engine.warm_up, s.warmup_runs)
-    state.engine = engine
-    state.atlas = load_atlas(state)
-    state.routing_inspector = routing_inspector
-    state.pair_engine = pairs
-    state.decoder_files = await run(decoder_files, s.weights_dir, card, pairs.card if pairs else None)
+    models.batcher.start()
+    state.models = models
     state.test_digits = TestDigits(s.mnist_dir)
-    workers = cores.workers(s.workers, engine, ms_per_image)
-    state.batcher = Batcher(
-        engine.predict,
-        s.max_batch,
-        s.max_wait_ms / 1000.0,
-        s.max_queue,
-        state.metrics.observe_batch,
-        workers,
-        working=lambda: state.metrics.working,
-    )
-    state.batcher.start()
     state.decode_pool = DecodePool(s.decode_workers, s.decode_pool_pixels)
     # Everything built so far (FastAPI's routes and models, pydantic's validators, onnxruntime's bindings) lives as
     # long as the process: moved out of the collector's reach, it is not traversed again by every full collection.
@@ -181,9 +145,9 @@ async def _load(state: AppState, card: ModelCard) -> None:
         "ready: %s %s on %s, batches of up to %d, %d at once (%s ms an image on the session for batches under load)",
         card.name,
         card.version,
-        engine.provider,
+        models.engine.provider,
         s.max_batch,
-        workers,
+        models.batcher.workers,
         f"{ms_per_image:.2f}" if ms_per_image is not None else "not measured",
     )
 

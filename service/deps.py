@@ -23,19 +23,28 @@ from service.state import AppState
 # pool, and that hop (a queue put, a thread wake-up, a GIL hand-off) cost a quarter of the event
 # loop's time per /predict under 16 clients.
 async def get_state(request: Request) -> AppState:
-    return request.app.state.capsnet
+    """The state with the version of the weights serving now, held for this request (a reload may land meanwhile)."""
+    return request.app.state.capsnet.pinned()
 
 
 async def ready_state(request: Request) -> AppState:
-    """For routes that need the model: 503 until the sessions are loaded and warm."""
-    state: AppState = request.app.state.capsnet
+    """For routes that need the model: 503 until the sessions are loaded and warm, and while `capsnet` is unloaded."""
+    state: AppState = request.app.state.capsnet.pinned()
     if not state.ready or state.engine is None:
         raise NotReady("model is loading; retry shortly", {"Retry-After": "1"})
+    if "capsnet" in state.unloaded:
+        raise NotReady("model capsnet is unloaded; POST /v2/repository/models/capsnet/load serves it again", {"Retry-After": "5"})
     return state
+
+
+async def serving_state(request: Request) -> AppState:
+    """The state itself, for what changes it: the model repository's load and unload."""
+    return request.app.state.capsnet
 
 
 StateDep = Annotated[AppState, Depends(get_state)]
 ReadyDep = Annotated[AppState, Depends(ready_state)]
+ServingDep = Annotated[AppState, Depends(serving_state)]
 
 
 async def _checked_body(request: Request) -> Body:

@@ -446,6 +446,27 @@ class ModelReady(BaseModel):
     ready: bool = Field(examples=[True])
 
 
+class RepositoryIndexRequest(BaseModel):
+    """The model repository extension's index request; `repository_name` is accepted and ignored (one repository)."""
+
+    repository_name: str | None = None
+    ready: bool = Field(False, description="list only the models ready for inference")
+
+
+class RepositoryModel(BaseModel):
+    name: str = Field(examples=["capsnet"])
+    version: str = Field(examples=["1"])
+    state: Literal["READY", "UNAVAILABLE", "LOADING"] = Field(examples=["READY"])
+    reason: str = Field(examples=[""], description="why the model is not ready (`unloaded`); empty when it is")
+
+
+class RepositoryLoadRequest(BaseModel):
+    """Triton's load request; the overrides it can carry (`config`, `file:...`) are refused: this repository is the
+    weights directory and its card."""
+
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
 class ServerMetadata(BaseModel):
     name: str = Field(examples=["capsnet-serve"])
     version: str = Field(examples=["1.0.0"])

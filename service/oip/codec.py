@@ -54,6 +54,7 @@ class ModelSpec:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     max_batch: int  # most rows of the batch axis in one request
+    weights_version: str = ""  # the card's version of the weights serving it (a reload changes it; the protocol's stays 1)
 
     def metadata(self, version: str) -> dict[str, Any]:
         return {
@@ -279,11 +280,11 @@ def parse_request(model: ModelSpec, body: bytes, header_length: str | None, max_
 
 
 def encode_response(
-    model: str, version: str, request_id: str | None, outputs: Sequence[tuple[TensorSpec, np.ndarray, bool]]
+    model: ModelSpec, version: str, request_id: str | None, outputs: Sequence[tuple[TensorSpec, np.ndarray, bool]]
 ) -> tuple[bytes, int | None]:
     """(body, header length): the JSON response, then the binary outputs' bytes in output order; the header length is
-    None when no output is binary (the body is all JSON)."""
-    head: dict[str, Any] = {"model_name": model, "model_version": version}
+    None when no output is binary (the body is all JSON). The weights' version rides in the response's parameters."""
+    head: dict[str, Any] = {"model_name": model.name, "model_version": version, "parameters": {"weights_version": model.weights_version}}
     if request_id is not None:
         head["id"] = request_id
     entries, blobs = [], []

@@ -93,10 +93,11 @@ def parse_infer(model: ModelSpec, request: pb.ModelInferRequest) -> InferRequest
 
 
 def encode_infer(
-    model: str, version: str, request_id: str | None, outputs: Sequence[tuple[TensorSpec, np.ndarray]]
+    model: ModelSpec, version: str, request_id: str | None, outputs: Sequence[tuple[TensorSpec, np.ndarray]]
 ) -> pb.ModelInferResponse:
-    """The answer, every output raw, in output order."""
-    response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id or "")
+    """The answer, every output raw, in output order; the weights' version in its parameters, as over REST."""
+    response = pb.ModelInferResponse(model_name=model.name, model_version=version, id=request_id or "")
+    response.parameters["weights_version"].string_param = model.weights_version
     for spec, arr in outputs:
         response.outputs.add(name=spec.name, datatype=spec.datatype, shape=arr.shape)
         response.raw_output_contents.append(np.ascontiguousarray(arr, spec.dtype.newbyteorder("<")).tobytes())

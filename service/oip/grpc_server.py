@@ -13,11 +13,13 @@ per-model statistics, and on /metrics the same counters (`capsnet_requests_total
 gRPC method's path, the status its gRPC code) and phase histograms (endpoint `grpc:/v2/models/<model>/infer`). A message
 larger than CAPSNET_MAX_BODY_BYTES is refused by gRPC itself before it is read (RESOURCE_EXHAUSTED).
 
-Served: ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelConfig, ModelStatistics and ModelInfer;
-beside them grpc.health.v1's Check and Watch (for "" and the inference service: SERVING once the models are warm,
-NOT_SERVING from the start of a drain) and server reflection.
-The repository, shared-memory, trace and log RPCs are Triton's server administration, which this service does not
-have, and ModelStreamInfer (for decoupled models and sequences, which it has neither): UNIMPLEMENTED.
+Served: ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelConfig, ModelStatistics, ModelInfer and
+the model repository's RepositoryIndex, RepositoryModelLoad and RepositoryModelUnload (service/loading.py: new weights
+without downtime); beside them grpc.health.v1's Check and Watch (for "" and the inference service: SERVING once the
+models are warm, NOT_SERVING from the start of a drain) and server reflection. Each call holds the version of the
+weights it began on (AppState.pinned). The shared-memory, trace and log RPCs are Triton's server administration, which
+this service does not have, and ModelStreamInfer (for decoupled models and sequences, which it has neither):
+UNIMPLEMENTED.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ServerReady(self, request: pb.ServerReadyRequest, context: grpc.aio.ServicerContext) -> pb.ServerReadyResponse:
         async def ready() -> pb.ServerReadyResponse:
             try:
-                await models.server_ready(self.state)
+                await models.server_ready(self.state.pinned())
             except OIPError as e:
                 if e.status != 503:
                     raise
@@ -122,12 +124,12 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ModelReady(self, request: pb.ModelReadyRequest, context: grpc.aio.ServicerContext) -> pb.ModelReadyResponse:
         async def ready() -> pb.ModelReadyResponse:
             try:
-                models.spec(self.state, request.name, request.version)
+                models.spec(self.state.pinned(), request.name, request.version)
             except OIPError as e:
-                if e.status not in (404, 503):
+                if e.status not in (400, 404, 503):
                     raise
-                # not ready, rather than an error, as Triton answers for a model it does not have (and as
-                # tritonclient's is_model_ready reads a 404 over REST)
+                # not ready, rather than an error, as Triton answers for a model it does not have or has unloaded (and
+                # as tritonclient's is_model_ready reads a 404 or a 400 over REST)
                 return pb.ModelReadyResponse(ready=False)
             return pb.ModelReadyResponse(ready=True)
 
@@ -141,7 +143,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: grpc.aio.ServicerContext) -> pb.ModelMetadataResponse:
         async def metadata() -> pb.ModelMetadataResponse:
-            spec = models.spec(self.state, request.name, request.version)
+            spec = models.spec(self.state.pinned(), request.name, request.version)
             tensor = pb.ModelMetadataResponse.TensorMetadata
             return pb.ModelMetadataResponse(
                 name=spec.name,
@@ -155,13 +157,13 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     async def ModelConfig(self, request: pb.ModelConfigRequest, context: grpc.aio.ServicerContext) -> pb.ModelConfigResponse:
         async def config() -> pb.ModelConfigResponse:
-            return pb.ModelConfigResponse(config=models.config(self.state, request.name, request.version))
+            return pb.ModelConfigResponse(config=models.config(self.state.pinned(), request.name, request.version))
 
         return await self._answer("ModelConfig", context, config)
 
     async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: grpc.aio.ServicerContext) -> pb.ModelStatisticsResponse:
         async def statistics() -> pb.ModelStatisticsResponse:
-            found = models.statistics(self.state, request.name, request.version)
+            found = models.statistics(self.state.pinned(), request.name, request.version)
             return pb.ModelStatisticsResponse(model_stats=[json_format.ParseDict(s, pb.ModelStatistics()) for s in found])
 
         return await self._answer("ModelStatistics", context, statistics)
@@ -169,7 +171,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     # ---- inference ----
 
     async def ModelInfer(self, request: pb.ModelInferRequest, context: grpc.aio.ServicerContext) -> pb.ModelInferResponse:
-        state = self.state
+        state = self.state.pinned()
 
         async def infer() -> pb.ModelInferResponse:
             model = models.spec(state, request.model_name, request.model_version)
@@ -178,11 +180,38 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                 return self._parse(model, request), 0.0  # the message is in: gRPC read it before the call began
 
             async def encode(req: InferRequest, inference: Inference) -> pb.ModelInferResponse:
-                return encode_infer(model.name, VERSION, req.id, [(t, inference.out[t.name]) for t, _ in req.outputs])
+                return encode_infer(model, VERSION, req.id, [(t, inference.out[t.name]) for t, _ in req.outputs])
 
             return await models.infer(state, model, f"grpc:/v2/models/{model.name}/infer", receive, encode)
 
         return await self._answer("ModelInfer", context, infer)
+
+    # ---- the model repository ----
+
+    async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: grpc.aio.ServicerContext) -> pb.RepositoryIndexResponse:
+        async def index() -> pb.RepositoryIndexResponse:
+            entries = models.repository_index(self.state.pinned(), request.ready)
+            return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**e) for e in entries])
+
+        return await self._answer("RepositoryIndex", context, index)
+
+    async def RepositoryModelLoad(
+        self, request: pb.RepositoryModelLoadRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RepositoryModelLoadResponse:
+        async def load() -> pb.RepositoryModelLoadResponse:
+            await models.load(self.state, request.model_name, overrides=list(request.parameters))
+            return pb.RepositoryModelLoadResponse()
+
+        return await self._answer("RepositoryModelLoad", context, load)
+
+    async def RepositoryModelUnload(
+        self, request: pb.RepositoryModelUnloadRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RepositoryModelUnloadResponse:
+        async def unload() -> pb.RepositoryModelUnloadResponse:
+            models.unload(self.state, request.model_name)
+            return pb.RepositoryModelUnloadResponse()
+
+        return await self._answer("RepositoryModelUnload", context, unload)
 
     async def _parse(self, model: ModelSpec, request: pb.ModelInferRequest) -> InferRequest:
         """Typed values are turned into arrays in the decode pool once the message is large (as a large REST body is
@@ -209,9 +238,6 @@ def _unimplemented(method: str) -> Callable[..., Awaitable[Any]]:
 # Counted and answered as any other failure, rather than the generated servicer's NotImplementedError (logged as a crash)
 for _method in (
     "ModelStreamInfer",
-    "RepositoryIndex",
-    "RepositoryModelLoad",
-    "RepositoryModelUnload",
     "SystemSharedMemoryStatus",
     "SystemSharedMemoryRegister",
     "SystemSharedMemoryUnregister",

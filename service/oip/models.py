@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from tritonclient.grpc import model_config_pb2 as mc
 
 from model import DECODER_FILE, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
+from service import loading
 from service.engine.batcher import Inference
 from service.engine.stats import Phases
 from service.engine.two_digit import DECODER_NAME as PAIR_DECODER
@@ -31,7 +32,7 @@ from service.threads import in_thread
 R = TypeVar("R")
 
 VERSION = "1"  # the one version of each model, as in deploy/triton's repository (capsnet/1, decoder/1)
-EXTENSIONS = ["binary_tensor_data", "model_configuration", "statistics"]
+EXTENSIONS = ["binary_tensor_data", "model_configuration", "model_repository", "statistics"]
 
 
 def failure(exc: Exception, where: str) -> tuple[int, str, dict[str, str] | None]:
@@ -79,15 +80,20 @@ def spec(state: AppState, name: str, version: str) -> ModelSpec:
     engine = state.engine
     if not state.ready or engine is None:
         raise OIPError(503, f"model '{name}' is loading; retry shortly", {"Retry-After": "1"})
+    if name in state.unloaded:  # Triton's words and status for a model unloaded from its repository
+        raise OIPError(400, f"Request for unknown model: '{name}' has no available versions")
     if name in (PAIRS, PAIR_DECODER):
         if state.pair_engine is None:
             raise OIPError(
                 404, f"Request for unknown model: '{name}' is not served here (no multimnist entry in the card, or a remote engine)"
             )
         inputs, outputs = state.pair_engine.signatures()[name]
+        weights = state.pair_engine.card.version
     else:
         inputs, outputs = engine.signatures()[name]
-    return ModelSpec(name, inputs, outputs, state.settings.max_batch if name in ("capsnet", PAIRS) else decoder_max_batch(state))
+        weights = engine.card.version
+    max_batch = state.settings.max_batch if name in ("capsnet", PAIRS) else decoder_max_batch(state)
+    return ModelSpec(name, inputs, outputs, max_batch, weights)
 
 
 def config(state: AppState, name: str, version: str) -> mc.ModelConfig:
@@ -102,7 +108,9 @@ def config(state: AppState, name: str, version: str) -> mc.ModelConfig:
     else:
         serving = Serving(model.max_batch, kind, 1, None, warmup=False)
         file = {"decoder": DECODER_FILE, PAIRS: MULTIMNIST_FILE, PAIR_DECODER: MULTIMNIST_DECODER_FILE}[name]
-    return build_config(name, model.inputs, model.outputs, serving, platform=PLATFORM, model_file=file, group_name=name)
+    config = build_config(name, model.inputs, model.outputs, serving, platform=PLATFORM, model_file=file, group_name=name)
+    config.parameters["weights_version"].string_value = model.weights_version  # the card's, which a reload changes
+    return config
 
 
 def statistics(state: AppState, name: str, version: str) -> list[dict]:
@@ -121,6 +129,52 @@ async def server_ready(state: AppState) -> None:
         raise OIPError(503, "the models are loading; retry shortly", {"Retry-After": "1"})
     if state.engine is not None and not await state.engine.check_ready():
         raise OIPError(503, f"the engine at {state.engine.describe().get('url')} is not ready", {"Retry-After": "1"})
+
+
+# ---- the model repository extension: which versions, load (again) and unload ----
+
+
+def repository_index(state: AppState, ready_only: bool = False) -> list[dict[str, str]]:
+    """Each model with its state as Triton words it (READY, UNAVAILABLE with the reason, LOADING). The two-digit models
+    are listed where the card has them; they load and unload with the rest, since one card describes them all."""
+    names = served(state) if state.models is not None else OIP_MODELS[:2]
+    index = []
+    for name in names:
+        if not state.ready:
+            entry = {"name": name, "version": VERSION, "state": "LOADING", "reason": ""}
+        elif name in state.unloaded:
+            entry = {"name": name, "version": VERSION, "state": "UNAVAILABLE", "reason": "unloaded"}
+        else:
+            entry = {"name": name, "version": VERSION, "state": "READY", "reason": ""}
+        if entry["state"] == "READY" or not ready_only:
+            index.append(entry)
+    return index
+
+
+async def load(state: AppState, name: str, overrides: list[str]) -> None:
+    """Load the weights directory again (service/loading.py: checked against the card, warmed, swapped in without
+    downtime) and serve `name` again if it was unloaded. Every model reloads together: one card describes them all. A
+    failed load is a 400 with the reason, as Triton answers it, and the version serving goes on. Triton's overrides (a
+    config or files sent with the request) are refused: the repository is the weights directory and its card."""
+    known(name, "")
+    if overrides:
+        raise OIPError(400, f"load overrides are not supported: {sorted(overrides)}; put the files in the weights directory")
+    if not state.ready:
+        raise OIPError(503, "the models are loading; retry shortly", {"Retry-After": "1"})
+    try:
+        await loading.reload(state)
+    except loading.LoadFailed as e:
+        raise OIPError(400, f"failed to load '{name}': {e}") from None
+    if name not in served(state):
+        raise OIPError(400, f"failed to load '{name}': the model card has no multimnist entry")
+    state.unloaded -= {name}
+
+
+def unload(state: AppState, name: str) -> None:
+    """Take `name` out of service until it is loaded again: its inference, metadata and readiness answer as Triton's do
+    for a model with no available version; /predict and the page's routes answer 503 while `capsnet` is out."""
+    known(name, "")
+    state.unloaded |= {name}
 
 
 # ---- running a model ----

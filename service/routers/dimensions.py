@@ -1,14 +1,11 @@
 """GET /dimensions: what each digit capsule's 16 pose dimensions do to the decoder's image, as measured offline.
 
-The atlas is written by `python -m model.atlas` next to the weights (weights/dimensions.json); it is read once, and
-only served for the model version it was measured on: a stale atlas would put false names on the sliders.
+The atlas is written by `python -m model.atlas` next to the weights (weights/dimensions.json); it is read with each
+version of the weights (service/loading.py), and only served for the model version it was measured on: a stale atlas
+would put false names on the sliders.
 """
 
 from __future__ import annotations
-
-import json
-import logging
-from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import Response
@@ -17,30 +14,12 @@ from service.deps import ReadyDep
 from service.errors import ClientError
 from service.postprocess import FastJSON
 from service.schemas import ErrorBody
-from service.state import AppState
 
-log = logging.getLogger("capsnet.dimensions")
 router = APIRouter(tags=["decoder"])
-FILE = "dimensions.json"
 
 
 class NoAtlas(ClientError):
     status, code = 404, "not_found"
-
-
-def load_atlas(state: AppState) -> dict[str, Any] | None:
-    path = state.settings.weights_dir / FILE
-    try:
-        atlas = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        log.error("%s unreadable: %s", path, e)
-        return None
-    if atlas.get("model_version") != state.card.version:
-        log.warning("%s was measured on model %s, this is %s: not served", path, atlas.get("model_version"), state.card.version)
-        return None
-    return atlas
 
 
 @router.get(

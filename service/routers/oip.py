@@ -20,17 +20,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from pydantic import BaseModel, ValidationError
 
-from service.deps import StateDep
+from service.deps import ServingDep, StateDep
 from service.engine.batcher import Inference
 from service.http.body import read_limited
 from service.oip import models
-from service.oip.codec import HEADER_LENGTH, InferRequest, decompress, encode_response, parse_request
+from service.oip.codec import HEADER_LENGTH, InferRequest, bad, decompress, encode_response, parse_request
 from service.oip.models import VERSION
 from service.oip.triton_config import to_json
 from service.schemas import (
@@ -40,6 +41,9 @@ from service.schemas import (
     ModelReady,
     ModelStatistics,
     OIPErrorBody,
+    RepositoryIndexRequest,
+    RepositoryLoadRequest,
+    RepositoryModel,
     ServerLive,
     ServerMetadata,
     ServerReady,
@@ -121,6 +125,62 @@ async def all_stats(state: StateDep) -> JSONResponse:
     return JSONResponse({"model_stats": models.statistics(state, "", "")})
 
 
+# ---- the model repository extension (service/oip/models.py; the weights directory is the repository) ----
+
+
+B = TypeVar("B", bound=BaseModel)
+
+
+async def _optional_body(request: Request, state: AppState, model: type[B]) -> B:
+    """The body as `model`, whatever its media type (tritonclient sends none), or the model's defaults when there is none."""
+    data = await read_limited(request, state.settings)
+    try:
+        return model.model_validate_json(data) if data.strip() else model()
+    except ValidationError as e:
+        raise bad(f"invalid request body: {e.errors()[0]['msg']}") from None
+
+
+def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
+    return {"requestBody": {"required": False, "content": {"application/json": {"schema": model.model_json_schema()}}}}
+
+
+@router.post(
+    "/v2/repository/index",
+    response_model=list[RepositoryModel],
+    summary="The models in the repository, each with its state (READY, UNAVAILABLE and why, LOADING)",
+    openapi_extra=_body_doc(RepositoryIndexRequest),
+)
+async def repository_index(request: Request, state: StateDep) -> JSONResponse:
+    body = await _optional_body(request, state, RepositoryIndexRequest)
+    return JSONResponse(models.repository_index(state, body.ready))
+
+
+@router.post(
+    "/v2/repository/models/{model_name}/load",
+    responses={
+        400: {"model": OIPErrorBody, "description": "the load failed (why), or overrides were sent; the version serving goes on"},
+        404: ERRORS[404],
+        503: ERRORS[503],
+    },
+    summary="Load the weights directory again, checked and warmed, and swap it in without downtime",
+    openapi_extra=_body_doc(RepositoryLoadRequest),
+)
+async def repository_load(request: Request, model_name: ModelName, state: ServingDep) -> Response:
+    """Every model reloads together (one card describes them all), whichever is named; one that was unloaded is served
+    again. Requests in flight finish on the version they began on."""
+    body = await _optional_body(request, state, RepositoryLoadRequest)
+    await models.load(state, model_name, overrides=list(body.parameters))
+    return Response(status_code=200)
+
+
+@router.post(
+    "/v2/repository/models/{model_name}/unload", responses=NOT_FOUND, summary="Take a model out of service until it is loaded again"
+)
+async def repository_unload(model_name: ModelName, state: ServingDep) -> Response:
+    models.unload(state, model_name)
+    return Response(status_code=200)
+
+
 # ---- one model: each endpoint with and without the version ----
 
 
@@ -156,7 +216,7 @@ async def _infer(request: Request, state: AppState, name: str, version: str) -> 
 
     async def encode(req: InferRequest, inference: Inference) -> Response:
         out = inference.out
-        content, length = encode_response(model.name, VERSION, req.id, [(t, out[t.name], binary) for t, binary in req.outputs])
+        content, length = encode_response(model, VERSION, req.id, [(t, out[t.name], binary) for t, binary in req.outputs])
         if length is None:
             return Response(content, media_type="application/json")
         return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(length)})

@@ -1,30 +1,47 @@
-"""The edge serves the service's internals (/metrics, /model) only to EDGE_ADMIN_FROM's network (loopback by
-default): every other client gets 403, and everything else as before."""
+"""The edge serves the service's internals (/metrics, /model) and its controls (the model repository, over HTTP and
+gRPC) only to EDGE_ADMIN_FROM's network (loopback by default): every other client gets 403, and everything else as
+before."""
 
 from __future__ import annotations
 
 import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as tgrpc
+from tritonclient.utils import InferenceServerException
 
 from harness.edge import start_edge
-from harness.server import Server
+from harness.server import free_port
 from tests.edge.helpers import need_haproxy
+from tests.service.oip.test_grpc_server import GrpcServer
 
 
-def test_metrics_and_the_card_only_to_the_admin_network() -> None:
+def test_internals_and_the_model_repository_only_to_the_admin_network() -> None:
     need_haproxy()
-    service = Server({"CAPSNET_INTRA_OP_THREADS": "1"}).wait_ready()
+    service = GrpcServer({"CAPSNET_INTRA_OP_THREADS": "1"}).wait_ready()
     try:
         for admin, allowed in ((None, True), ("10.9.8.0/24", False)):  # the tests' client is 127.0.0.1
-            proc, port = start_edge(service.port, {"EDGE_ADMIN_FROM": admin} if admin else {})
+            grpc_port = free_port()
+            env = {"EDGE_GRPC_BIND": f"127.0.0.1:{grpc_port}", "EDGE_GRPC_UPSTREAM": service.grpc_url}
+            proc, port = start_edge(service.port, {**env, "EDGE_ADMIN_FROM": admin} if admin else env)
             try:
                 with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
-                    for path in ("/metrics", "/model"):
-                        r = c.get(path)
+                    for method, path in (("GET", "/metrics"), ("GET", "/model"), ("POST", "/v2/repository/index")):
+                        r = c.request(method, path)
                         if allowed:
                             assert r.status_code == 200, path
                         else:
                             assert r.status_code == 403 and r.json()["error"] == "forbidden", path
                     assert c.get("/readyz").status_code == 200 and c.get("/").status_code == 200
+                with tgrpc.InferenceServerClient(f"127.0.0.1:{grpc_port}") as client:
+                    x = tgrpc.InferInput("image", [1, 1, 28, 28], "FP32")
+                    x.set_data_from_numpy(np.zeros((1, 1, 28, 28), np.float32))
+                    assert client.infer("capsnet", [x]).as_numpy("lengths").shape == (1, 10), "inference for everyone"
+                    if allowed:
+                        assert {m.name for m in client.get_model_repository_index().models} >= {"capsnet", "decoder"}
+                    else:
+                        with pytest.raises(InferenceServerException, match="PERMISSION_DENIED"):
+                            client.get_model_repository_index()
             finally:
                 proc.terminate()
                 proc.wait(10)

@@ -252,9 +252,9 @@ def test_a_message_over_the_size_limit_is_refused(client, server):
     assert client.is_server_ready(), "the refusal costs the service nothing more"
 
 
-def test_triton_administration_is_unimplemented(client):
-    status, message = _code(lambda: client.get_model_repository_index())
-    assert status == "StatusCode.UNIMPLEMENTED" and "RepositoryIndex" in message
+def test_triton_administration_beyond_the_repository_is_unimplemented(client):
+    status, message = _code(lambda: client.get_log_settings())
+    assert status == "StatusCode.UNIMPLEMENTED" and "LogSettings" in message
 
 
 # ---- one batcher, one set of statistics, one /metrics ----
