@@ -3,6 +3,9 @@ gRPC with tritonclient, and SIGHUP, against `python -m service` serving a weight
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 import json
 import signal
 import threading
@@ -14,6 +17,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from PIL import Image
 from tritonclient.utils import InferenceServerException
 
 from harness.server import Server, free_port
@@ -43,6 +47,32 @@ def new_version(weights: Path, suffix: str) -> str:
     return card["version"]
 
 
+def brighter_decoder(weights: Path, suffix: str) -> str:
+    """Another capsnet.onnx (its decoder drawing on a bright ground: sigmoid(b + 3)) under a new version of the card,
+    with its sha256: new weights whose every answer tells which version made it."""
+    import onnx
+    from onnx import numpy_helper
+
+    net = onnx.load(str(WEIGHTS / "capsnet.onnx"))
+    for init in net.graph.initializer:
+        if init.name == "decoder.net.4.bias":
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) + 3.0, init.name))
+    path = weights / "capsnet.onnx"
+    path.unlink()
+    onnx.save(net, str(path))
+    card_path = weights / "model-card.json"
+    card = json.loads(card_path.read_text())
+    card["files"]["capsnet.onnx"] = {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "bytes": path.stat().st_size}
+    card_path.write_text(json.dumps(card))
+    return new_version(weights, suffix)
+
+
+def ground(answer: dict) -> float:
+    """The reconstruction's mean grey level, which the brighter decoder raises."""
+    png = base64.b64decode(answer["reconstruction"]["png"])
+    return float(np.asarray(Image.open(io.BytesIO(png)).convert("L"), np.float32).mean() / 255.0)
+
+
 def version_served(url: str) -> str:
     r = httpx.post(url + "/predict", json=PIXELS, timeout=30)
     assert r.status_code == 200, r.text
@@ -53,19 +83,21 @@ def version_served(url: str) -> str:
 def served(tmp_path_factory):
     weights = weights_dir(tmp_path_factory.mktemp("reload"))
     grpc_port = free_port()
-    server = Server({"CAPSNET_GRPC_PORT": str(grpc_port), "CAPSNET_INTRA_OP_THREADS": "1"}, weights=weights).wait_ready(120)
+    env = {"CAPSNET_GRPC_PORT": str(grpc_port), "CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_PRECISION": "fp32"}  # capsnet.onnx
+    server = Server(env, weights=weights).wait_ready(120)
     yield server, weights, grpc_port
     server.stop()
 
 
-def test_a_load_under_load_swaps_the_version_with_no_failed_request(served):
-    """Clients keep sending /predict while the weights directory takes a new card and a load is asked for: every request
-    is answered 200, each by one version; none that began after the load returned is answered by the old one, and
-    none that ended before the load was asked for by the new one."""
+def test_a_load_under_load_swaps_the_weights_with_no_failed_request_and_no_mixed_answer(served):
+    """Clients keep sending /predict while the weights directory takes a new capsnet.onnx and its card and a load is
+    asked for: every request is answered 200, each wholly by one version (the version it names drew its
+    reconstruction); none that began after the load returned is answered by the old one, and none that ended before
+    the load was asked for by the new one."""
     server, weights, _ = served
     before = version_served(server.url)
-    after = new_version(weights, "load")
-    answers: list[tuple[float, float, int, str]] = []  # start, end, status, version
+    after = brighter_decoder(weights, "load")
+    answers: list[tuple[float, float, int, str, float]] = []  # start, end, status, version, the reconstruction's ground
     stop = threading.Event()
 
     def client() -> None:
@@ -73,8 +105,10 @@ def test_a_load_under_load_swaps_the_version_with_no_failed_request(served):
             while not stop.is_set():
                 t0 = time.monotonic()
                 r = c.post(server.url + "/predict", json=PIXELS)
-                version = r.json()["model"]["version"] if r.status_code == 200 else r.text
-                answers.append((t0, time.monotonic(), r.status_code, version))
+                ok = r.status_code == 200
+                answers.append(
+                    (t0, time.monotonic(), r.status_code, r.json()["model"]["version"] if ok else r.text, ground(r.json()) if ok else 0.0)
+                )
 
     threads = [threading.Thread(target=client) for _ in range(4)]
     for t in threads:
@@ -93,8 +127,10 @@ def test_a_load_under_load_swaps_the_version_with_no_failed_request(served):
     assert loaded.status_code == 200, loaded.text
     assert [a for a in answers if a[2] != 200] == [], "no request failed"
     assert {a[3] for a in answers} == {before, after}
-    assert all(v == after for start, _, _, v in answers if start > returned), "once swapped, only the new version answers"
-    assert all(v == before for _, end, _, v in answers if end < asked), "and none before it was asked for"
+    grounds = {version: {round(b, 2) for *_, v, b in answers if v == version} for version in (before, after)}
+    assert len(grounds[before]) == len(grounds[after]) == 1 and grounds[before] != grounds[after], grounds  # never a mix
+    assert all(v == after for start, _, _, v, _ in answers if start > returned), "once swapped, only the new version answers"
+    assert all(v == before for _, end, _, v, _ in answers if end < asked), "and none before it was asked for"
 
 
 def test_a_failed_load_keeps_the_version_serving_and_says_why(served):
