@@ -135,6 +135,7 @@ async def _load(state: AppState, card: ModelCard) -> None:
     state.models = models
     state.test_digits = TestDigits(s.mnist_dir)
     state.decode_pool = DecodePool(s.decode_workers, s.decode_pool_pixels)
+    state.metrics.watch_decode_pool(lambda: state.decode_pool.jobs if state.decode_pool else 0)
     # Everything built so far (FastAPI's routes and models, pydantic's validators, onnxruntime's bindings) lives as
     # long as the process: moved out of the collector's reach, it is not traversed again by every full collection.
     # Measured: +7% /predict throughput at 16 clients (paired runs, 653 -> 698 req/s).

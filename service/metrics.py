@@ -6,7 +6,7 @@ benchmarks. The phases are run and observed in one place, service/phases.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -97,6 +97,15 @@ class Metrics:
         Gauge("capsnet_requests_receiving", "requests being served whose body is still arriving", registry=self.registry).set_function(
             lambda: self.receiving
         )
+
+    def watch_decode_pool(self, jobs: Callable[[], int]) -> None:
+        """The decode pool's load, once there is a pool: what an operator reads to size CAPSNET_DECODE_WORKERS, and how
+        a test sees that a large body is being decoded off the loop while the loop answers."""
+        Gauge(
+            "capsnet_decode_pool_jobs",
+            "uploads being decoded and large bodies being parsed off the event loop, running or waiting for a thread",
+            registry=self.registry,
+        ).set_function(jobs)
 
     @contextmanager
     def serving(self) -> Iterator[None]:

@@ -37,10 +37,16 @@ class DecodePool:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="capsnet-decode")
         self._lock = threading.Lock()
         self._pixels = 0  # admitted and not finished: a request whose client left still holds its pixels until its thread is done
+        self._jobs = 0
 
     @property
     def pixels_in_flight(self) -> int:
         return self._pixels
+
+    @property
+    def jobs(self) -> int:
+        """Decodes and parses admitted and not finished, running or waiting for a thread (capsnet_decode_pool_jobs)."""
+        return self._jobs
 
     async def run(self, fn: Callable[[], T], pixels: int) -> T:
         with self._lock:
@@ -49,6 +55,7 @@ class DecodePool:
                     f"image decoding is busy ({self._pixels} pixels of uploads in progress, limit {self.max_pixels}); retry shortly"
                 )
             self._pixels += pixels
+            self._jobs += 1
         fut = self._executor.submit(fn)
         fut.add_done_callback(lambda _: self._release(pixels))
         return await asyncio.wrap_future(fut)
@@ -56,6 +63,7 @@ class DecodePool:
     def _release(self, pixels: int) -> None:
         with self._lock:
             self._pixels -= pixels
+            self._jobs -= 1
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

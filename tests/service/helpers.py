@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import base64
 import io
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
+import httpx
 import numpy as np
 from PIL import Image
+
+T = TypeVar("T")
 
 
 def encode(im: Image.Image, fmt: str = "PNG", **kw) -> bytes:
@@ -42,3 +49,26 @@ def capsnet_spec(max_batch: int = 32):
     session = ort.InferenceSession(str(WEIGHTS / "capsnet.onnx"), providers=["CPUExecutionProvider"])
     inputs, outputs = tuple(map(TensorSpec.of, session.get_inputs())), tuple(map(TensorSpec.of, session.get_outputs()))
     return ModelSpec("capsnet", inputs, outputs, max_batch)
+
+
+def decode_pool_jobs(client: httpx.Client, url: str) -> int:
+    """capsnet_decode_pool_jobs, read from /metrics: work admitted to the decode pool and not finished."""
+    found = re.search(r"^capsnet_decode_pool_jobs (\S+)$", client.get(url + "/metrics").text, re.M)
+    assert found, "no capsnet_decode_pool_jobs on /metrics"
+    return int(float(found.group(1)))
+
+
+def health_while_decoding(url: str, work: Callable[[], T]) -> tuple[T, int]:
+    """`work` (requests whose bodies the service decodes or parses off its event loop) runs in a thread while this asks
+    /healthz between two scrapes of /metrics, again and again: returns what `work` returned and how many /healthz
+    answers came between two scrapes that both saw a decode in progress. Each is the event loop answering while the
+    work was under way: a loop the work stalled answers no scrape until the work is done, and counts none. An order of
+    events, not a duration: it holds on a machine of any speed and load."""
+    seen = 0
+    with ThreadPoolExecutor(1) as pool, httpx.Client(timeout=120) as c:
+        done = pool.submit(work)
+        while not done.done():
+            if decode_pool_jobs(c, url) > 0:
+                assert c.get(url + "/healthz").status_code == 200
+                seen += decode_pool_jobs(c, url) > 0
+        return done.result(), seen
