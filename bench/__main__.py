@@ -1,5 +1,5 @@
 """`python -m bench [--only PART ...]` (PARTS below: roofline, the model, the service, ..., the page, pairs by path):
-run, write JSON, render BENCHMARKS.md."""
+run, write JSON, render BENCHMARKS.md and docs/performance.md's summary."""
 
 from __future__ import annotations
 
@@ -138,6 +138,10 @@ def main(argv: list[str] | None = None) -> None:
     out = ROOT / "BENCHMARKS.md" if args.results.resolve() == RESULTS.resolve() else args.results / "BENCHMARKS.md"
     out.write_text(report.render(args.results))
     logging.info("wrote %s", out)
+    if args.results.resolve() == RESULTS.resolve():  # docs/performance.md opens with the same results, summed up
+        performance = ROOT / "docs" / "performance.md"
+        performance.write_text(report.with_summary(performance.read_text(), report.summary(args.results)))
+        logging.info("wrote %s's summary", performance)
 
 
 if __name__ == "__main__":

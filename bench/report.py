@@ -741,3 +741,116 @@ def _triton(oip: dict | None) -> list[str]:
         ),
     ]
     return parts
+
+
+# ---- docs/performance.md's summary: the same results, a row a question, written between its markers ----
+
+SUMMARY_BEGIN = "<!-- summary: written by `make bench` from bench/results (bench/report.py summary) -->"
+SUMMARY_END = "<!-- end of summary -->"
+
+
+def _ranged(values: list[float], digits: int = 2) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.{digits}f}" if f"{lo:.{digits}f}" == f"{hi:.{digits}f}" else f"{lo:.{digits}f}-{hi:.{digits}f}"
+
+
+def _summary_service(svc: dict, model: dict) -> list[list[str]]:
+    """/predict and /reconstruct beside the model alone, one column a precision."""
+    runs = {p: svc["precisions"].get(p) for p in ("fp32", "int8")}
+
+    def at(run: dict | None, path: str, c: int) -> dict | None:
+        return next((r for r in run["endpoints"][path] if r["concurrency"] == c), None) if run else None
+
+    def cells(fn: object) -> list[str]:
+        return [fn(p, run) if run else "" for p, run in runs.items()]  # type: ignore[operator]
+
+    def p1(p: str, run: dict) -> str:
+        b1 = next(o for o in _in_process(model, p) if o["batch"] == 1)
+        return f"p50 {at(run, '/predict', 1)['p50_ms']} ms (model alone at batch 1: {b1['latency_ms']} ms)"
+
+    def p16(p: str, run: dict) -> str:
+        r = at(run, "/predict", 16)
+        paired = f", paired {_ranged([x['ratio'] for x in run['paired']])} of in-process" if run.get("paired") else ""
+        return f"{r['throughput_rps']} req/s{paired}, p99 {r['p99_ms']} ms, {r['errors']} errors"
+
+    def ceiling(p: str, run: dict) -> str:
+        if not (run.get("paired") and run.get("floor") and svc.get("cores")):
+            return ""
+        return _ceiling(run, at(run, "/predict", 16), svc["cores"], p)[3].split(" = ", 1)[1].split(" ", 1)[0]
+
+    return [
+        ["`/predict` PNG upload, 1 client", *cells(p1)],
+        ["`/predict` PNG upload, 16 clients", *cells(p16)],
+        ["the most that ratio can be here (a /predict costing its model and what `GET /healthz` costs)", *cells(ceiling)],
+        ["`/reconstruct`, 1 client", *cells(lambda p, run: f"p50 {at(run, '/reconstruct', 1)['p50_ms']} ms")],
+    ]
+
+
+def summary(results_dir: Path) -> str:
+    """The table docs/performance.md opens with, from the same JSON as BENCHMARKS.md: each figure there is a result's."""
+
+    def load(name: str) -> dict | None:
+        p = results_dir / f"{name}.json"
+        return json.loads(p.read_text()) if p.exists() else None
+
+    roof, model, svc, edge, triton, soak = (load(n) for n in ("roofline", "model", "service", "edge", "triton", "soak"))
+    rows: list[list[str]] = []
+    if roof:
+        rows.append([f"fp32 GEMM roofline (onnxruntime MLAS, {roof['n']}^3)", f"{roof['onnxruntime_mlas_gflops']} GFLOP/s", ""])
+    if model:
+        batches = [o["batch"] for o in model["onnxruntime"]]
+
+        def rates(p: str) -> str:
+            return " / ".join(f"{o['images_per_s']:.0f}" for o in _in_process(model, p))
+
+        fractions = _ranged([o["fraction_of_roofline"] for o in model["onnxruntime"]])
+        rows.append(
+            [
+                f"model, onnxruntime, batch {' / '.join(map(str, batches))}, images/s",
+                f"{rates('fp32')} ({fractions} of the roofline)",
+                rates("int8"),
+            ]
+        )
+    if svc and model:
+        rows += _summary_service(svc, model)
+    if edge:
+
+        def through(c: int, path: str) -> str:
+            return _ranged([r["throughput_rps"] for r in edge["rows"] if r["concurrency"] == c and r["path"] == path], 0)
+
+        levels = sorted({r["concurrency"] for r in edge["rows"]})
+        rows.append(
+            [
+                "the same through the edge (HAProxy), req/s",
+                "",
+                "; ".join(f"{c} client{'s' if c > 1 else ''}: {through(c, 'edge')} against {through(c, 'direct')} direct" for c in levels),
+            ]
+        )
+    if triton:
+        ours = {r["concurrency"]: r for r in triton["rows"] if r["server"] == "capsnet-serve"}
+        theirs = {r["concurrency"]: r for r in triton["rows"] if r["server"] == "triton"}
+        levels = sorted(set(ours) & set(theirs))
+        rates = " / ".join(f"{ours[c]['throughput_rps']:.0f}" for c in levels)
+        against = " / ".join(f"{ours[c]['throughput_rps'] / theirs[c]['throughput_rps']:.2f}x" for c in levels)
+        clients = " / ".join(str(c) for c in levels)
+        what = "`/v2` `capsnet` against Triton's own HTTP front on the same file, req/s"
+        rows.append([what, f"{clients} clients: {rates}, {against} Triton's", ""])
+    if soak:
+        rows.append(
+            [
+                f"soak, {soak['clients']} clients, {soak['duration_s']:.0f} s, half malformed",
+                "",
+                f"{soak['requests']:,} requests, {soak['server_errors_5xx']} 5xx, "
+                f"RSS {soak['rss_mb_start']:.0f} -> {soak['rss_mb_end']:.0f} MB",
+            ]
+        )
+    lines = ["| | FP32 | INT8 (the default, `auto`) |", "|---|---|---|", *("| " + " | ".join(r) + " |" for r in rows)]
+    return "\n".join([SUMMARY_BEGIN, *lines, SUMMARY_END])
+
+
+def with_summary(doc: str, table: str) -> str:
+    """`doc` with the text between its summary markers replaced by `table` (markers included)."""
+    pattern = re.compile(re.escape(SUMMARY_BEGIN) + r".*?" + re.escape(SUMMARY_END), re.S)
+    if not pattern.search(doc):
+        raise ValueError("docs/performance.md has no summary markers")
+    return pattern.sub(lambda _: table, doc)

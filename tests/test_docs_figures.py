@@ -5,15 +5,21 @@ the prose says it too."""
 from __future__ import annotations
 
 import json
+import math
+import re
 
 import pytest
 
 from tests.conftest import REPO, WEIGHTS
+from tests.service import test_real_input as real_input
+from tests.service import test_tight_crops as tight_crops
 
 CARD = json.loads((WEIGHTS / "model-card.json").read_text())
 PAIRS = CARD["multimnist"]
 HELD = PAIRS["second_digit"]["held_out"]
 PAGE = json.loads((REPO / "bench" / "results" / "page.json").read_text())
+REAL = json.loads((REPO / "bench" / "results" / "realinput.json").read_text())
+HEAVY = REAL["health_under_heavy_uploads"]
 
 
 def _pct(x: float, digits: int = 1) -> str:
@@ -21,6 +27,15 @@ def _pct(x: float, digits: int = 1) -> str:
 
 
 QUOTES = [
+    ("docs/preprocessing.md", f"`/healthz` answers within {HEAVY['healthz_max_ms']:g} ms at worst (p50 {HEAVY['healthz_p50_ms']:g} ms"),
+    ("docs/preprocessing.md", f"(an MNIST-sized image, ~{REAL['preprocess'][0]['ms']:.1f} ms)"),
+    ("docs/preprocessing.md", f"at least {real_input.PHOTOS_READ:.0%} of 250 read right"),
+    (
+        "docs/preprocessing.md",
+        f"PNG at least {real_input.PNG_READ:.0%} read right and at most {real_input.PNG_FLAGGED:.0%} flagged",
+    ),
+    ("docs/preprocessing.md", f"at least {real_input.NON_DIGITS_FLAGGED:.0%} flagged"),
+    ("docs/preprocessing.md", f"at least {tight_crops.CROPS_READ:.0%} of each 200 read right and none blank"),
     ("README.md", f"{_pct(CARD['test']['accuracy'], 2)} on the 10,000 test digits"),
     ("README.md", f"names both digits of {_pct(PAIRS['test']['both_right'])} of MultiMNIST's test pairs"),
     ("docs/model.md", f"**{_pct(CARD['test']['accuracy'], 2)} on the 10k MNIST test set**"),
@@ -53,3 +68,212 @@ QUOTES = [
 def test_the_prose_quotes_its_source(doc: str, quote: str) -> None:
     text = (REPO / doc).read_text()
     assert quote in text or quote.replace("\n", " ") in " ".join(text.split()), f"{doc} does not say: {quote!r}"
+
+
+HELD_OUT_SETS = [  # the card's held-out sets of the is_digit rule, as docs/preprocessing.md names them, in its order
+    ("glyphs_clean", "letters and symbols, clean"),
+    ("glyphs_photo", "letters and symbols, photographed"),
+    ("scribbles", "scribbles"),
+    ("blank", "blank paper (slope up to 40 levels, shadows, noise up to sigma 8)"),
+    ("blank_jpeg", "the same as JPEG"),
+    ("mnist", "MNIST test digits as PNG"),
+    ("mnist_photo", "photographed"),
+    ("mnist_tight", "tightly cropped"),
+    ("mnist_8x8", "8x8 scans blown up"),
+    ("mnist_lowres", "9x9 to 14x14 scans blown up"),
+]
+
+
+def _share(x: float) -> str:
+    """A share as the tables write it: one decimal, two under 1% (0.25%), none for nothing."""
+    if x == 0:
+        return "0%"
+    return (f"{100 * x:.2f}".rstrip("0").rstrip(".") if x < 0.01 else f"{100 * x:.1f}") + "%"
+
+
+def test_the_is_digit_table_is_the_cards_held_out_figures():
+    """docs/preprocessing.md's table, row by row, from the card's is_digit.calibration.held_out for the served INT8 file."""
+    calibration = CARD["is_digit"]["calibration"]
+    sets = calibration["held_out"]["capsnet-int8.onnx"]["sets"]
+    text = (REPO / "docs" / "preprocessing.md").read_text()
+    rows = []
+    for key, name in HELD_OUT_SETS:
+        s = sets[key]
+        right = _share(s["read_right"]) if "read_right" in s else ""
+        rows.append(f"| {name} | {s['n']:,} | {_share(s['blank'])} | {_share(s['flagged'])} | {right} |")
+    assert "\n".join(rows) in text, "\n".join(rows)
+    prose = " ".join(text.split())
+    auc = calibration["held_out"]["capsnet-int8.onnx"]["auc"]
+    assert f"The score's ROC AUC, real digits against everything that is not one: {auc:.3f}" in prose
+    assert f"Its threshold turns away {_share(calibration['train_flagged'])} of the training digits" in prose
+
+
+def _prose(doc: str) -> str:
+    return " ".join((REPO / doc).read_text().split())
+
+
+def test_the_model_docs_quote_the_cards_training_test_and_int8_figures():
+    prose = _prose("docs/model.md")
+    history = [h["test_accuracy"] for h in CARD["training"]["history"]]
+    epochs = ", ".join(f"{100 * a:.2f}" for a in history[:-1]) + f", **{100 * history[-1]:.2f}**"
+    assert f"Test accuracy by epoch, trained weights: {epochs}" in prose
+    training = CARD["training"]
+    steps = [h["seconds_per_step"] for h in training["history"]]
+    hours, minutes = divmod(round(training["train_seconds"] / 60), 60)
+    assert (
+        f"after {training['epochs']} epochs ({hours} h {minutes} min of training on 2 CPU cores at {min(steps):.2f}-{max(steps):.2f} s "
+        f"a step of {training['batch_size']}" in prose
+    )
+    per_digit = ", ".join(f"{k} {100 * a:.2f}" for k, a in enumerate(CARD["test"]["per_class"]))
+    assert f"Per digit: {per_digit}." in prose
+    assert f"({CARD['test']['errors']} errors)" in prose
+    worst = max(CARD["parity_max_abs_diff"].values())
+    mantissa, exponent = f"{worst:.1e}".split("e")
+    assert f"max abs difference <= {mantissa}e{int(exponent)} on every output" in prose
+    int8 = CARD["int8"]
+    rate = int8["images_per_s_batch32"]
+    assert f"makes the same {int8['test']['errors']} errors ({100 * int8['test']['accuracy']:.2f}%)" in prose
+    assert f"runs {int8['speedup_batch32']:.2f}x faster at batch 32 ({rate['int8']:,.0f} against {rate['fp32']:,.0f} images/s)" in prose
+
+
+ROBUSTNESS_NAMES = {"none": "none (clean)", "rotate": "rotation ±{:g}°", "scale": "scale ×{:g}", "shear": "shear ±{:g}°"}
+
+
+def test_the_robustness_table_is_the_cards():
+    rows = []
+    for r in CARD["robustness"]["accuracy"]:
+        name = ROBUSTNESS_NAMES[r["transform"]].format(r["value"])
+        ours, theirs = 100 * r["capsnet"], 100 * r["baseline_cnn"]
+        rows.append(f"| {name} | {ours:.2f}% | {theirs:.2f}% | {ours - theirs:+.2f} |")
+    assert "\n".join(rows) in (REPO / "docs" / "model.md").read_text(), "\n".join(rows)
+
+
+def test_the_routing_figures_are_the_committed_graphs():
+    """docs/model.md's walk through routing, re-run: the first MNIST test digit through capsnet.onnx's primary capsules
+    and routing.onnx's six iterations."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from model.data import load_mnist
+    from tests.needs import need_mnist
+
+    x, y = load_mnist(need_mnist(), "test")
+    image = (x[:1].astype(np.float32) / 255.0)[:, None]
+    cpu = ["CPUExecutionProvider"]
+    primary = ort.InferenceSession(str(WEIGHTS / "capsnet.onnx"), providers=cpu).run(["primary"], {"image": image})[0]
+    lengths, coupling = ort.InferenceSession(str(WEIGHTS / "routing.onnx"), providers=cpu).run(
+        ["lengths", "coupling"], {"primary": primary}
+    )
+    digit, types = int(y[0]), CARD["architecture"]["primary_channels"]
+    path = ", ".join(f"{v:.2f}" + (" (served)" if i == CARD["routing"]["trained"] else "") for i, v in enumerate(lengths[0, :, digit], 1))
+    maps = coupling[0, :, digit].reshape(len(lengths[0]), types, -1).mean(1)  # [iteration, position]: the mean over types
+
+    def spread(i: int) -> str:
+        return f"{maps[i - 1].min():.3f}-{maps[i - 1].max():.3f}"
+
+    prose = _prose("docs/model.md")
+    assert f"for the first MNIST test digit (a {digit}) the winner's length goes {path}" in prose
+    assert f"spreads from {maps[0].mean():.3f} to {spread(2)} after iteration 2 and {spread(6)} by iteration 6" in prose
+
+
+def test_the_robustness_prose_is_the_tables_arithmetic():
+    gaps = [100 * (r["capsnet"] - r["baseline_cnn"]) for r in CARD["robustness"]["accuracy"]]
+    baseline = 1_199_882  # pytorch/examples' MNIST CNN, as the card's robustness.models says
+    assert f"{baseline:,} parameters" in CARD["robustness"]["models"]["baseline_cnn"]
+    ours = CARD["parameters"]["without_decoder"]
+    prose = _prose("docs/model.md")
+    assert f"CapsNet is ahead under every transform, by {min(gaps):.1f} to {max(gaps):.1f} points" in prose and min(gaps) > 0
+    assert f"the CapsNet has {ours / baseline:.1f}x the baseline's parameters without its decoder ({ours / 1e6:.1f}M against 1.2M)" in prose
+    assert f"a {gaps[0]:.2f}-point higher clean accuracy" in prose
+
+
+def test_the_grpc_docs_tables_are_the_benchmarks():
+    """docs/grpc-and-tracing.md's "Measured": both tables row by row, and the ranges the prose reads off them, from
+    bench/results/grpc.json."""
+    grpc = json.loads((REPO / "bench" / "results" / "grpc.json").read_text())
+    text = (REPO / "docs" / "grpc-and-tracing.md").read_text()
+    prose = " ".join(text.split())
+    rows = grpc["transports"]["rows"]
+    by = {(r["transport"].split(" (")[0] + (" JSON" if "JSON" in r["transport"] else ""), r["concurrency"]): r for r in rows}
+    levels = sorted({r["concurrency"] for r in rows})
+    table = []
+    for c in levels:
+        g, b, j = by["gRPC", c], by["REST /v2", c], by["REST /v2 JSON", c]
+        table.append(
+            f"| {c} | {g['throughput_rps']:.0f} | {b['throughput_rps']:.0f} | {j['throughput_rps']:.0f} | "
+            f"{g['p50_ms']:.1f} / {g['p99_ms']:.1f} | {b['p50_ms']:.1f} / {b['p99_ms']:.1f} |"
+        )
+    assert "\n".join(table) in text, "\n".join(table)
+    ratios = [by["gRPC", c]["throughput_rps"] / by["REST /v2", c]["throughput_rps"] for c in levels]
+    cpu = [r["server_cpu_ms_per_request"] for r in rows]
+    assert f"gRPC serves {min(ratios):.2f}-{max(ratios):.2f} times REST's rate here" in prose
+    assert f"The server's CPU a request is about the same on both ({min(cpu):.1f}-{max(cpu):.1f} ms" in prose
+    traced = grpc["tracing"]["rows"]
+    added = []
+    for c in sorted({r["concurrency"] for r in traced}):
+        pairs = [
+            (next(r for r in traced if r["round"] == k and r["concurrency"] == c and r["tracing"] == "off"),
+             next(r for r in traced if r["round"] == k and r["concurrency"] == c and r["tracing"] == "on"))
+            for k in range(1, grpc["tracing"]["rounds"] + 1)
+        ]  # fmt: skip
+        rates = ", ".join(f"{on['throughput_rps'] / off['throughput_rps']:.2f}" for off, on in pairs)
+        cpus = ", ".join(f"{off['server_cpu_ms_per_request']:.2f} -> {on['server_cpu_ms_per_request']:.2f}" for off, on in pairs)
+        assert f"| {c} | {rates} | {cpus} |" in text
+        added += [on["server_cpu_ms_per_request"] - off["server_cpu_ms_per_request"] for off, on in pairs]
+    assert f"a traced request costs {min(added):.1f}-{max(added):.1f} ms more" in prose
+
+
+def test_the_page_decoder_comparison_is_the_benchmarks_notes():
+    """docs/page-decoder.md's reasons for typed arrays are the side-by-side in BENCHMARKS.md's notes, as measured there."""
+    notes = " ".join((REPO / "bench" / "results" / "NOTES.md").read_text().split())
+    prose = _prose("docs/page-decoder.md")
+    runtime = int(re.search(r"\| ([\d,]+) \(runtime\)", notes).group(1).replace(",", ""))
+    assert f"onnxruntime-web's WebAssembly runtime is {runtime / 1e6:.1f} MB before the model" in prose
+    one = re.search(r"\| one picture \| ([\d.-]+) ms \| ([\d.-]+) ms \|", notes)
+    assert f"a picture in {one.group(2)} ms against {one.group(1)} ms" in prose
+    grid = re.search(r"\| Figure 4's 176 pictures \| about (\d+) ms", notes).group(1)
+    assert f"Figure 4's 176 pictures take about {grid} ms here" in prose
+    server = next(d for d in PAGE["drags"] if d["where"] == "server" and d["rtt_ms"] == 200)
+    assert f"at a 200 ms round trip a drag showed {round(server['pictures_per_s_during_drag'])} pictures a second" in prose
+
+
+def test_what_a_remote_engine_moves_is_the_graphs_outputs():
+    """docs/scale-out.md's bytes an image over the wire, from the card's output shapes (float32)."""
+    outputs, kb = CARD["outputs"], 4 / 1000
+
+    def size(name: str) -> float:
+        return math.prod(d for d in outputs[name] if isinstance(d, int)) * kb
+
+    base = size("lengths") + size("poses") + size("reconstruction")
+    extra = size("coupling") + size("primary")
+    redrawings = (CARD["architecture"]["num_classes"] - 1) * size("reconstruction")
+    prose = _prose("docs/scale-out.md")
+    assert f"lengths, poses and the reconstruction, {base:.1f} KB an image, and `coupling` and `primary` ({extra:.0f} KB" in prose
+    assert f"the nine redrawings from the remote `decoder` ({redrawings:.0f} KB)" in prose
+    assert f"moves about {base + redrawings:.0f} KB an image instead of {base + extra + redrawings:.0f} KB" in prose
+
+
+def test_the_multimnist_training_record_is_the_cards():
+    """docs/multimnist.md's account of training: where each epoch ran and how fast, and the test pairs' figure by images
+    seen, each read from the card's history."""
+    history = PAIRS["training"]["history"]
+    gpu = [h for h in history if h.get("device", "").startswith("NVIDIA")]
+    cpu = [h for h in history if h not in gpu]
+    before = {h["epoch"]: h["pairs_seen"] for h in history}
+    gpu_pairs = sum(h["pairs_seen"] - before.get(h["epoch"] - 1, 0) for h in gpu)
+    gpu_seconds = sum(h["seconds"] for h in gpu)
+    cpu_steps = [h["seconds_per_step"] for h in cpu]
+    prose = _prose("docs/multimnist.md")
+    assert f"{cpu[-1]['pairs_seen']:,} of them in {len(cpu)} epochs on 2 CPU cores" in prose
+    assert f"{min(cpu_steps):.1f}-{max(cpu_steps):.1f} s a step of 128 pairs" in prose
+    assert f"the rest in {len(gpu)} epochs on one {gpu[0]['device']} ({gpu_pairs:,} pairs in {gpu_seconds / 60:.1f} minutes" in prose
+    assert f"{gpu_pairs / gpu_seconds:,.0f} pairs a second" in prose
+    assert f"against {128 / max(cpu_steps):.0f} to {128 / min(cpu_steps):.0f} a second on the 2 cores" in prose
+    by_images = re.search(r"Both right on 3,000 test pairs by epoch, the trained weights: (.*?): still gaining", prose).group(1)
+    quoted = re.findall(r"([\d.]+)% after ([\d,.]+)(M?)", re.sub(r"\(.*?\)", "", by_images))
+    assert len(quoted) >= 8
+    for share, seen, millions in quoted:
+        images = round(float(seen) * 1e6) if millions else int(seen.replace(",", ""))
+        epoch = min(history, key=lambda h: abs(h["pairs_seen"] - images))
+        assert abs(epoch["pairs_seen"] - images) <= (50_000 if millions else 0), (seen, epoch["pairs_seen"])
+        assert f"{100 * epoch['test']['both_right']:.1f}" == share, (share, seen, epoch["test"])
