@@ -277,3 +277,18 @@ def test_the_multimnist_training_record_is_the_cards():
         epoch = min(history, key=lambda h: abs(h["pairs_seen"] - images))
         assert abs(epoch["pairs_seen"] - images) <= (50_000 if millions else 0), (seen, epoch["pairs_seen"])
         assert f"{100 * epoch['test']['both_right']:.1f}" == share, (share, seen, epoch["test"])
+
+
+def test_the_gpu_runs_account_is_the_cards_history():
+    """docs/training.md's account of the runs on a GPU: where each began and ended, read from the history."""
+    history = PAIRS["training"]["history"]
+    on_gpu = [i for i, h in enumerate(history) if h.get("device", "").startswith("NVIDIA")]
+    start = history[on_gpu[0] - 1]  # the export it went on from: its averaged weights were the ones exported
+    restarts = [i for i in on_gpu[1:] if history[i]["lr"] > history[i - 1]["lr"]]  # a run resumed at a higher rate
+    first_end, last = history[restarts[0] - 1], history[on_gpu[-1]]
+    prose = _prose("docs/training.md")
+    assert (
+        f"took the test pairs' figure (3,000 pairs) from {100 * start['ema_test']['both_right']:.1f}% to "
+        f"{100 * first_end['test']['both_right']:.1f}% over {round((first_end['pairs_seen'] - start['pairs_seen']) / 1e6)}M pairs"
+    ) in prose
+    assert f"took it to {100 * last['test']['both_right']:.1f}% ({_pct(PAIRS['test']['both_right'])} on the 10,000" in prose
