@@ -20,6 +20,8 @@ import io
 import logging
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
@@ -28,7 +30,7 @@ import orjson
 from PIL import Image
 from tritonclient.grpc import service_pb2 as pb
 
-from bench.loadgen import Result, load
+from bench.loadgen import Result, Send, closed_loop, load
 from harness.clients import LOOPBACK, build_request
 from harness.server import Server, free_port
 
@@ -95,30 +97,24 @@ async def _grpc_run(target: str, messages: list[bytes], concurrency: int, durati
     """`concurrency` clients, each on a channel of its own, calling back to back until the time or count runs out."""
     if target.rsplit(":", 1)[0] not in LOOPBACK:
         raise ValueError(f"only loopback is a target, not {target}")
-    res = Result()
-    deadline = time.perf_counter() + duration_s
-    sent = 0
 
-    async def client(k: int) -> None:
-        nonlocal sent
-        async with grpc.aio.insecure_channel(target) as channel:
-            call = channel.unary_unary(INFER)  # bytes in, bytes out: the messages are serialized already
-            i = k
-            while time.perf_counter() < deadline and sent < max_requests:
-                sent += 1
+    @asynccontextmanager
+    async def channel() -> AsyncIterator[Send]:
+        async with grpc.aio.insecure_channel(target) as opened:
+            call = opened.unary_unary(INFER)  # bytes in, bytes out: the messages are serialized already
+
+            async def send(i: int) -> tuple[int, float]:
                 t0 = time.perf_counter()
                 try:
-                    await call(messages[i % len(messages)], timeout=30)
-                    res.statuses[200] = res.statuses.get(200, 0) + 1
+                    await call(messages[i], timeout=30)
+                    status = 200
                 except grpc.aio.AioRpcError as e:
-                    res.statuses[e.code().value[0]] = res.statuses.get(e.code().value[0], 0) + 1
-                res.latencies.append(time.perf_counter() - t0)
-                i += concurrency
+                    status = e.code().value[0]
+                return status, time.perf_counter() - t0
 
-    start = time.perf_counter()
-    await asyncio.gather(*(client(k) for k in range(concurrency)))
-    res.seconds = time.perf_counter() - start
-    return res
+            yield send
+
+    return await closed_loop(channel, len(messages), concurrency, duration_s, max_requests)
 
 
 def grpc_load(target: str, messages: list[bytes], concurrency: int, duration_s: float, max_requests: int) -> Result:

@@ -28,8 +28,9 @@ from model import honesty_sets as hs
 from model.digit_rule import auc, signals
 from service.engine.card import DigitRule, ModelCard, load_card
 from service.engine.local import Engine, load_engine
-from service.inputs.uploads import DecodePool, to_inputs
+from service.inputs.uploads import to_inputs
 from service.settings import Settings
+from service.threads import BoundedPool
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -90,7 +91,7 @@ def _png(image: np.ndarray) -> bytes:
     return data.tobytes()
 
 
-async def _preprocess(blobs: list[bytes], settings: Settings, card: ModelCard, pool: DecodePool) -> np.ndarray:
+async def _preprocess(blobs: list[bytes], settings: Settings, card: ModelCard, pool: BoundedPool) -> np.ndarray:
     parts = []
     for start in range(0, len(blobs), BATCH):
         chunk = blobs[start : start + BATCH]
@@ -111,7 +112,7 @@ def _share(mask: np.ndarray) -> float:
 
 
 def measure_set(
-    name: str, split: str, n: int, mnist_dir: Path, settings: Settings, card: ModelCard, engine: Engine, pool: DecodePool
+    name: str, split: str, n: int, mnist_dir: Path, settings: Settings, card: ModelCard, engine: Engine, pool: BoundedPool
 ) -> dict:
     """One set through preprocessing, the engine and the rule: its row, and the arrays the signals are read from."""
     t0 = time.perf_counter()
@@ -256,7 +257,7 @@ def run(
     settings = Settings()
     card = load_card(weights)
     engine = load_engine(weights, card, "cpu", threads, precision)
-    pool = DecodePool(settings.decode_workers, settings.decode_pool_pixels)
+    pool = BoundedPool(settings.decode_workers, settings.decode_pool_pixels)
     measured = {}
     try:
         for name in names or list(hs.SETS):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -59,47 +61,73 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bool]:
     return status, close
 
 
-async def run_load(url: str, requests: list[bytes], concurrency: int, duration_s: float, max_requests: int) -> Result:
-    """`concurrency` connections each send requests back to back until the time or count runs out."""
-    parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    if host not in LOOPBACK:
-        raise ValueError(f"load generator only targets loopback, not {host}")
+Send = Callable[[int], Awaitable[tuple[int, float] | None]]  # item i sent: its status and latency, or None: the link failed
+
+
+async def closed_loop(
+    connect: Callable[[], AbstractAsyncContextManager[Send]], items: int, concurrency: int, duration_s: float, max_requests: int
+) -> Result:
+    """`concurrency` clients, each on a link of its own (`connect`), sending the items in turn back to back until the
+    time or the count runs out: the one closed loop behind both load generators, HTTP/1.1 here and gRPC (bench/grpc.py)."""
     res = Result()
     deadline = time.perf_counter() + duration_s
     sent = 0
 
-    async def worker(k: int) -> None:
+    async def client(k: int) -> None:
         nonlocal sent
-        reader, writer = await asyncio.open_connection(host, port)
-        try:
+        async with connect() as send:
             i = k
             while time.perf_counter() < deadline and sent < max_requests:
                 sent += 1
-                req = requests[i % len(requests)]
+                answer = await send(i % items)
                 i += concurrency
-                t0 = time.perf_counter()
-                try:
-                    writer.write(req)
-                    await writer.drain()
-                    status, close = await _read_response(reader)
-                except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, IndexError):
+                if answer is None:
                     res.errors += 1
-                    writer.close()
-                    reader, writer = await asyncio.open_connection(host, port)
                     continue
-                res.latencies.append(time.perf_counter() - t0)
+                status, seconds = answer
+                res.latencies.append(seconds)
                 res.statuses[status] = res.statuses.get(status, 0) + 1
-                if close:
-                    writer.close()
-                    reader, writer = await asyncio.open_connection(host, port)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client(k) for k in range(concurrency)))
+    res.seconds = time.perf_counter() - start
+    return res
+
+
+async def run_load(url: str, requests: list[bytes], concurrency: int, duration_s: float, max_requests: int) -> Result:
+    """`concurrency` keep-alive connections each send requests back to back until the time or count runs out."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    if host not in LOOPBACK:
+        raise ValueError(f"load generator only targets loopback, not {host}")
+
+    @asynccontextmanager
+    async def connection() -> AsyncIterator[Send]:
+        reader, writer = await asyncio.open_connection(host, port)
+
+        async def send(i: int) -> tuple[int, float] | None:
+            nonlocal reader, writer
+            t0 = time.perf_counter()
+            try:
+                writer.write(requests[i])
+                await writer.drain()
+                status, close = await _read_response(reader)
+            except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, IndexError):
+                writer.close()
+                reader, writer = await asyncio.open_connection(host, port)
+                return None
+            seconds = time.perf_counter() - t0
+            if close:
+                writer.close()
+                reader, writer = await asyncio.open_connection(host, port)
+            return status, seconds
+
+        try:
+            yield send
         finally:
             writer.close()
 
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker(k) for k in range(concurrency)))
-    res.seconds = time.perf_counter() - t0
-    return res
+    return await closed_loop(connection, len(requests), concurrency, duration_s, max_requests)
 
 
 def load(url: str, requests: list[bytes], concurrency: int, duration_s: float, max_requests: int) -> Result:

@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -40,3 +42,14 @@ def start_edge(upstream_port: int, limits: dict[str, str] | None = None) -> tupl
             time.sleep(0.05)
     proc.kill()
     raise RuntimeError("HAProxy did not come up")
+
+
+@contextmanager
+def running_edge(upstream_port: int, limits: dict[str, str] | None = None) -> Iterator[int]:
+    """start_edge for the length of a `with`: yields its port, and stops it after."""
+    proc, port = start_edge(upstream_port, limits)
+    try:
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)

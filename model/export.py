@@ -124,9 +124,18 @@ def check_parity(model: CapsNet, capsnet_path: Path, decoder_path: Path, batches
             dref = model.decoder(ref["poses"], digit)
         got = dict(zip(OUTPUTS, sess.run(list(OUTPUTS), {"image": x.numpy()})))
         got["decoder"] = dsess.run(None, {"digit": digit.numpy(), "pose": pose.numpy()})[0]
-        ref = {k: v.numpy() for k, v in ref.items()} | {"decoder": dref.numpy()}
-        for k in got:
-            worst[k] = max(worst.get(k, 0.0), float(np.abs(got[k] - ref[k]).max()))
+        track_worst(worst, got, {k: v.numpy() for k, v in ref.items()} | {"decoder": dref.numpy()})
+    return checked_parity(worst)
+
+
+def track_worst(worst: dict[str, float], got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> None:
+    """Each output's largest difference between onnxruntime (`got`) and PyTorch (`ref`) so far, in `worst`."""
+    for k in got:
+        worst[k] = max(worst.get(k, 0.0), float(np.abs(got[k] - ref[k]).max()))
+
+
+def checked_parity(worst: dict[str, float]) -> dict[str, float]:
+    """`worst` when every output is within PARITY_ATOL of PyTorch's; an export that is not is refused."""
     bad = {k: v for k, v in worst.items() if v > PARITY_ATOL}
     if bad:
         raise RuntimeError(f"ONNX parity failed (max abs diff > {PARITY_ATOL}): {bad}")
@@ -137,18 +146,12 @@ def hardware() -> str:
     return f"{cpu_model()}, {os.cpu_count()} cores, CPU only"
 
 
-def build_card(
-    model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Path, parity: dict, accuracy: dict | None, later: list[dict] | None = None
-) -> dict:
-    """`later`: epochs trained after the exported checkpoint (they did not beat it), kept so every epoch is on record."""
+def described(model: CapsNet, files: dict[str, Path], decoder_path: Path, parity: dict) -> dict:
+    """What a card entry says the same way of every exported network, MNIST's and MultiMNIST's: its sizes, parameters,
+    input, the decoder's signature and where the page reads its layers, the files with their sha256, and the parity with
+    PyTorch."""
     cfg = model.cfg
-    history = ckpt.get("history", [])
-    args = ckpt.get("args", {})
-    epochs = int(ckpt.get("epoch", len(history)))
     return {
-        "name": MODEL_NAME,
-        "version": f"{epochs}ep-{sha256(capsnet_path)[:8]}",
-        "paper": "Sabour, Frosst & Hinton, Dynamic Routing Between Capsules, NeurIPS 2017",
         "architecture": cfg.as_dict(),
         "parameters": {"total": count_parameters(model), "without_decoder": count_parameters(model, include_decoder=False)},
         "input": {
@@ -158,9 +161,32 @@ def build_card(
             "range": [0.0, 1.0],
             "background": 0.0,
             "ink": 1.0,
-            "normalisation": "none (MNIST bytes / 255)",
-            "mnist_digit_box": 20,
         },
+        "decoder": {
+            "inputs": {"digit": ["N"], "pose": ["N", cfg.digit_dim]},
+            "outputs": {"reconstruction": ["N", 1, cfg.image_size, cfg.image_size]},
+            "tensors": decoder_tensors(decoder_path),  # where the page's decoder reads each layer (model/decoder_layout.py)
+        },
+        "files": {name: {"sha256": sha256(path), "bytes": path.stat().st_size} for name, path in files.items()},
+        "parity_max_abs_diff": {k: float(f"{v:.3g}") for k, v in parity.items()},
+    }
+
+
+def build_card(
+    model: CapsNet, ckpt: dict, capsnet_path: Path, decoder_path: Path, parity: dict, accuracy: dict | None, later: list[dict] | None = None
+) -> dict:
+    """`later`: epochs trained after the exported checkpoint (they did not beat it), kept so every epoch is on record."""
+    cfg = model.cfg
+    history = ckpt.get("history", [])
+    args = ckpt.get("args", {})
+    epochs = int(ckpt.get("epoch", len(history)))
+    common = described(model, {FP32_FILE: capsnet_path, DECODER_FILE: decoder_path}, decoder_path, parity)
+    return {
+        "name": MODEL_NAME,
+        "version": f"{epochs}ep-{sha256(capsnet_path)[:8]}",
+        "paper": "Sabour, Frosst & Hinton, Dynamic Routing Between Capsules, NeurIPS 2017",
+        **common,
+        "input": {**common["input"], "normalisation": "none (MNIST bytes / 255)", "mnist_digit_box": 20},
         "outputs": {
             "lengths": ["N", cfg.num_classes],
             "poses": ["N", cfg.num_classes, cfg.digit_dim],
@@ -170,17 +196,7 @@ def build_card(
         },
         "coupling_index": "primary capsule i = channel * 36 + row * 6 + col (32 channels, 6x6 grid)",
         "digitcaps_weight_layout": "digit.W [1152, 8, 160]: W[i, :, 16*j:16*(j+1)] is the 8x16 W_ij, u_hat_j|i = u_i W_ij",
-        "decoder": {
-            "inputs": {"digit": ["N"], "pose": ["N", cfg.digit_dim]},
-            "outputs": {"reconstruction": ["N", 1, cfg.image_size, cfg.image_size]},
-            "tensors": decoder_tensors(decoder_path),  # where the page's decoder reads each layer (model/decoder_layout.py)
-        },
         "onnx": {"opset": OPSET, "dynamic_axes": {"batch": 0}, "exporter": f"torch.onnx (dynamo) {torch.__version__}"},
-        "files": {
-            FP32_FILE: {"sha256": sha256(capsnet_path), "bytes": capsnet_path.stat().st_size},
-            DECODER_FILE: {"sha256": sha256(decoder_path), "bytes": decoder_path.stat().st_size},
-        },
-        "parity_max_abs_diff": {k: float(f"{v:.3g}") for k, v in parity.items()},
         "training": {
             "data": "MNIST 60k train, 10k test",
             "optimizer": "Adam",

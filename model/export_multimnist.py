@@ -27,11 +27,10 @@ import torch
 from torch import Tensor, nn
 
 from model import MNIST_DIR, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
-from model.capsnet import CapsNet, count_parameters
+from model.capsnet import CapsNet
 from model.cli import log_to_console
 from model.data import load_tensors
-from model.decoder_layout import tensors as decoder_tensors
-from model.export import OPSET, PARITY_ATOL, ExportedDecoder, _export, hardware, sha256
+from model.export import OPSET, ExportedDecoder, _export, checked_parity, described, hardware, sha256, track_worst
 from model.multimnist import CONFIG, MAX_SHIFT, TEST_SEED, both_right, fixed_test_pairs, place
 from model.train import checkpoint_weights
 from model.train_multimnist import forward_pairs
@@ -84,12 +83,8 @@ def parity(model: CapsNet, net: Path, dec: Path) -> dict[str, float]:
             ref = {k: v.numpy() for k, v in ref.items()} | {"decoder": model.decoder(ref["poses"], digit).numpy()}
         got = dict(zip(OUTPUTS, sess.run(list(OUTPUTS), {"image": x.numpy()})))
         got["decoder"] = dsess.run(None, {"digit": digit.numpy(), "pose": pose.numpy()})[0]
-        for k in got:
-            worst[k] = max(worst.get(k, 0.0), float(np.abs(got[k] - ref[k]).max()))
-    bad = {k: v for k, v in worst.items() if v > PARITY_ATOL}
-    if bad:
-        raise RuntimeError(f"ONNX parity failed (max abs diff > {PARITY_ATOL}): {bad}")
-    return worst
+        track_worst(worst, got, ref)
+    return checked_parity(worst)
 
 
 def run_onnx(net: Path, images: np.ndarray, batch: int = 250) -> dict[str, np.ndarray]:
@@ -163,19 +158,14 @@ def epochs_per_device(history: list[dict]) -> dict[str, int]:
 def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, test: dict, rule: dict, pair_box: int) -> dict:
     cfg = model.cfg
     args = ckpt.get("args", {})
+    common = described(model, {FILE: net, DECODER: dec}, dec, worst)
     return {
         "name": NAME,
         "version": f"{ckpt.get('epoch', 0)}ep-{sha256(net)[:8]}",
         "paper": "Sabour, Frosst & Hinton 2017, section 6 (MultiMNIST)",
-        "architecture": cfg.as_dict(),
-        "parameters": {"total": count_parameters(model), "without_decoder": count_parameters(model, include_decoder=False)},
+        **common,
         "input": {
-            "name": "image",
-            "dtype": "float32",
-            "shape": ["N", 1, cfg.image_size, cfg.image_size],
-            "range": [0.0, 1.0],
-            "background": 0.0,
-            "ink": 1.0,
+            **common["input"],
             "pair_box": pair_box,  # an upload's two digits are scaled so that their ink's longer side is this (the service)
             "max_shift": MAX_SHIFT,  # how pairs are made (model/multimnist.py); the service's random test pairs follow it
         },
@@ -185,15 +175,8 @@ def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, t
             "reconstructions": ["N", 2, 1, cfg.image_size, cfg.image_size],
         },
         "reconstructions": "the decoder on the two longest capsules, longest first",
-        "decoder": {
-            "file": DECODER,
-            "inputs": {"digit": ["N"], "pose": ["N", cfg.digit_dim]},
-            "outputs": {"reconstruction": ["N", 1, cfg.image_size, cfg.image_size]},
-            "tensors": decoder_tensors(dec),  # where the page's decoder reads each layer (model/decoder_layout.py)
-        },
-        "files": {n: {"sha256": sha256(p), "bytes": p.stat().st_size} for n, p in ((FILE, net), (DECODER, dec))},
+        "decoder": {"file": DECODER, **common["decoder"]},
         "onnx": {"opset": OPSET, "dynamic_axes": {"batch": 0}},
-        "parity_max_abs_diff": {k: float(f"{v:.3g}") for k, v in worst.items()},
         "test": {**test, "measured_with": f"onnxruntime CPUExecutionProvider on weights/{FILE}"},
         "second_digit": rule,
         "data": (

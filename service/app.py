@@ -23,12 +23,12 @@ from service.errors import install_handlers
 from service.http.auth import ApiKeyMiddleware, load_keys
 from service.http.middleware import EdgeMiddleware
 from service.inputs.mnist_test_set import TestDigits
-from service.inputs.uploads import DecodePool
 from service.metrics import Metrics
 from service.payload_log import open_payload_log
 from service.routers import capsule_decoder, dimensions, oip, ops, page, predict, sample_pairs
 from service.settings import Settings, get_settings
 from service.state import AppState
+from service.threads import BoundedPool
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -94,8 +94,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await loading.stop_retiring(state)
         if state.batcher is not None:
             await state.batcher.stop()
-        if state.decode_pool is not None:
-            state.decode_pool.shutdown()
+        if state.bounded_pool is not None:
+            state.bounded_pool.shutdown()
         if state.tracing is not None:
             await to_thread.run_sync(state.tracing.shutdown)  # the last spans out to the collector
         if state.payload_log is not None:
@@ -134,8 +134,8 @@ async def _load(state: AppState, card: ModelCard) -> None:
     models.batcher.start()
     state.models = models
     state.test_digits = TestDigits(s.mnist_dir)
-    state.decode_pool = DecodePool(s.decode_workers, s.decode_pool_pixels)
-    state.metrics.watch_decode_pool(lambda: state.decode_pool.jobs if state.decode_pool else 0)
+    state.bounded_pool = BoundedPool(s.decode_workers, s.decode_pool_pixels)
+    state.metrics.watch_decode_pool(lambda: state.bounded_pool.jobs if state.bounded_pool else 0)
     # Everything built so far (FastAPI's routes and models, pydantic's validators, onnxruntime's bindings) lives as
     # long as the process: moved out of the collector's reach, it is not traversed again by every full collection.
     # Measured: +7% /predict throughput at 16 clients (paired runs, 653 -> 698 req/s).

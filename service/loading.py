@@ -1,5 +1,5 @@
 """A version of the weights, loaded: at start-up, and again without downtime (SIGHUP, or the Open Inference Protocol's
-model repository extension: service/oip/models.py).
+model repository extension: service/oip/registry.py).
 
 A reload builds the new version whole beside the one serving: the card read again, every file it lists checked against
 its sha256, the sessions opened and warmed, a batcher of their own started. Only then is it swapped in, in one

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from copy import copy
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from service.engine.batcher import Batcher
 from service.engine.card import ModelCard
@@ -15,11 +16,13 @@ from service.engine.routing_inspector import RoutingInspector
 from service.engine.stats import ModelStats
 from service.engine.two_digit import DECODER_NAME, NAME, PairEngine
 from service.inputs.mnist_test_set import TestDigits
-from service.inputs.uploads import DecodePool
 from service.metrics import Metrics
 from service.payload_log import PayloadLog
 from service.settings import Settings
+from service.threads import BoundedPool
 from service.tracing import Tracing
+
+T = TypeVar("T")
 
 OIP_MODELS = ("capsnet", "decoder", NAME, DECODER_NAME)  # the last two where the card has the two-digit network
 
@@ -37,12 +40,26 @@ class Models:
     atlas: dict | None = None  # weights/dimensions.json when it was measured on this model (routers/dimensions.py)
 
 
+class _OfModels(Generic[T]):
+    """An AppState attribute read from the version of the weights serving (AppState.models): `empty` until one is."""
+
+    def __init__(self, empty: T) -> None:
+        self.empty = empty
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, state: AppState | None, owner: type | None = None) -> T:
+        models = state.models if state is not None else None
+        return getattr(models, self.name) if models is not None else self.empty
+
+
 @dataclass
 class AppState:
     settings: Settings
     metrics: Metrics
     models: Models | None = None  # None until loaded; replaced whole by a reload
-    decode_pool: DecodePool | None = None
+    bounded_pool: BoundedPool | None = None
     test_digits: TestDigits | None = None  # MNIST's test set where the server has it: the page's random pairs
     ready: bool = False
     unloaded: frozenset[str] = frozenset()  # models taken out of service by the repository extension's unload
@@ -61,30 +78,13 @@ class AppState:
         after it, and this one's answer comes whole from the version it began on."""
         return copy(self)
 
-    # the current version's parts, by the names the routes use
-    @property
-    def engine(self) -> InferenceEngine | None:
-        return self.models.engine if self.models else None
-
-    @property
-    def batcher(self) -> Batcher | None:
-        return self.models.batcher if self.models else None
-
-    @property
-    def routing_inspector(self) -> RoutingInspector | None:
-        return self.models.routing_inspector if self.models else None
-
-    @property
-    def pair_engine(self) -> PairEngine | None:
-        return self.models.pair_engine if self.models else None
-
-    @property
-    def decoder_files(self) -> dict[str, DecoderFile]:
-        return self.models.decoder_files if self.models else {}
-
-    @property
-    def atlas(self) -> dict | None:
-        return self.models.atlas if self.models else None
+    # the serving version's parts, by the names the routes use (each read through `models`, whole)
+    engine = _OfModels[InferenceEngine | None](None)
+    batcher = _OfModels[Batcher | None](None)
+    routing_inspector = _OfModels[RoutingInspector | None](None)
+    pair_engine = _OfModels[PairEngine | None](None)
+    decoder_files = _OfModels[dict[str, DecoderFile]]({})
+    atlas = _OfModels[dict | None](None)
 
     @property
     def card(self) -> ModelCard:

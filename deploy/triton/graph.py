@@ -7,7 +7,7 @@ from pathlib import Path
 
 import onnx
 
-from service.engine.protocol import TensorSpec
+from service.engine.tensors import TensorSpec
 
 # ONNX element type -> the Open Inference Protocol's data type, for the types an exported network uses
 DATATYPES = {

@@ -147,41 +147,38 @@ class PairScore(_Section):
     both_right: float | None = None
 
 
-class PairCard(_Section):
-    """The card's `multimnist` entry: the network that reads two overlapping digits (model/export_multimnist.py)."""
+class _NetworkCard(_Section):
+    """What the card says of each network it describes, the MNIST one and the two-digit one, in the same words."""
 
     name: str
     version: str
     architecture: Architecture
-    input: PairInput
     files: dict[str, FileEntry]
     decoder: DecoderSpec = DecoderSpec()
-    second_digit: SecondDigit
-    test: PairScore | None = None
-
-    image_size = property(lambda self: self.architecture.image_size)
-    num_classes = property(lambda self: self.architecture.num_classes)
-    digit_dim = property(lambda self: self.architecture.digit_dim)
-
-
-class ModelCard(_Section):
-    """weights/model-card.json as the service reads it (model/export.py, quantize.py, calibrate.py and routing.py write it)."""
-
-    name: str
-    version: str
-    architecture: Architecture
-    input: InputSpec
-    files: dict[str, FileEntry]
-    decoder: DecoderSpec = DecoderSpec()
-    is_digit: IsDigit
-    int8: Int8 | None = None
-    routing: RoutingTrace | None = None
-    multimnist: PairCard | None = None  # served beside the MNIST network when present
 
     # the sizes the code reads most, by the names it uses
     image_size = property(lambda self: self.architecture.image_size)
     num_classes = property(lambda self: self.architecture.num_classes)
     digit_dim = property(lambda self: self.architecture.digit_dim)
+
+
+class PairCard(_NetworkCard):
+    """The card's `multimnist` entry: the network that reads two overlapping digits (model/export_multimnist.py)."""
+
+    input: PairInput
+    second_digit: SecondDigit
+    test: PairScore | None = None
+
+
+class ModelCard(_NetworkCard):
+    """weights/model-card.json as the service reads it (model/export.py, quantize.py, calibrate.py and routing.py write it)."""
+
+    input: InputSpec
+    is_digit: IsDigit
+    int8: Int8 | None = None
+    routing: RoutingTrace | None = None
+    multimnist: PairCard | None = None  # served beside the MNIST network when present
+
     num_primary = property(lambda self: self.architecture.num_primary_capsules)
     primary_grid = property(lambda self: self.architecture.primary_grid)
     primary_dim = property(lambda self: self.architecture.primary_dim)

@@ -16,7 +16,7 @@ from model import DECODER_FILE, FP32_FILE
 from service.engine import cores
 from service.engine.card import ModelCard, WeightsError, choose_precision, model_file_for
 from service.engine.outputs import EXTRA_OUTPUTS, explained, fetched
-from service.engine.protocol import Signature, TensorSpec
+from service.engine.tensors import Signature, TensorSpec
 
 log = logging.getLogger("capsnet.engine")
 

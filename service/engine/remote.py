@@ -29,7 +29,7 @@ from model import FP32_FILE
 from service.engine.card import ModelCard
 from service.engine.cores import REMOTE_WORKERS
 from service.engine.outputs import EXTRA_OUTPUTS, explained, fetched
-from service.engine.protocol import Signature, TensorSpec
+from service.engine.tensors import Signature, TensorSpec
 from service.errors import EngineUnavailable
 from service.threads import in_thread
 

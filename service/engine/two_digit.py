@@ -20,7 +20,7 @@ from model import MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
 from service.engine.batcher import Inference
 from service.engine.card import ModelCard, PairCard, verify_files
 from service.engine.local import open_session, placed_providers
-from service.engine.protocol import Signature, TensorSpec
+from service.engine.tensors import Signature, TensorSpec
 from service.threads import in_thread
 
 log = logging.getLogger("capsnet.pairs")

@@ -93,7 +93,7 @@ async def read_body(request: Request, path: str, accepted: frozenset[str]) -> Bo
     if not is_json:
         return Body(media, content_type, data)
     start = time.perf_counter()
-    document = await off_loop(state.decode_pool, settings.inline_parse_bytes, lambda d: parse_json(d, settings.max_json_values), data)
+    document = await off_loop(state.bounded_pool, settings.inline_parse_bytes, lambda d: parse_json(d, settings.max_json_values), data)
     return Body(JSON, content_type, data, document, time.perf_counter() - start)
 
 

@@ -13,10 +13,10 @@ from service.errors import Invalid, for_item
 from service.http.body import Body
 from service.http.multipart import file_parts
 from service.inputs.images import decode_base64
-from service.inputs.uploads import DecodePool, to_inputs
+from service.inputs.uploads import to_inputs
 from service.schemas import PredictBatchJSON, PredictJSON
 from service.settings import Settings
-from service.threads import off_loop
+from service.threads import BoundedPool, off_loop
 
 
 def pixel_rows(nested: Any, size: int) -> np.ndarray:
@@ -32,7 +32,7 @@ def pixel_rows(nested: Any, size: int) -> np.ndarray:
 
 
 async def body_to_tensor(
-    body: Body, document: PredictJSON | PredictBatchJSON | None, s: Settings, pool: DecodePool, size: int, box: int, limit: int = 1
+    body: Body, document: PredictJSON | PredictBatchJSON | None, s: Settings, pool: BoundedPool, size: int, box: int, limit: int = 1
 ) -> np.ndarray:
     """`document`: the JSON body as validated by the route (None for multipart); `limit`: the most images it may hold;
     `pool`: where decoding and parsing too large for the event loop go."""

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from service.engine.protocol import DATATYPES, TensorSpec
+from service.engine.tensors import DATATYPES, TensorSpec
 from service.errors import BadJSON
 from service.http.body import parse_json
 from service.oip.triton_config import PLATFORM

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
-from service.engine.protocol import TensorSpec
+from service.engine.tensors import TensorSpec
 from service.oip.codec import (
     InferRequest,
     ModelSpec,

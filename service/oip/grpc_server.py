@@ -7,7 +7,7 @@ tritonclient (tritonclient.grpc.service_pb2, service_pb2_grpc) are generated fro
 kept by its maintainers, so the wire format is Triton's by construction, not a copy of it.
 
 One service behind both transports: every call runs in the app's event loop on the app's state, through the same
-functions as /v2 (service/oip/models.py): the same models, batcher, queue limit and timeouts, the same failures with
+functions as /v2 (service/oip/registry.py): the same models, batcher, queue limit and timeouts, the same failures with
 the status the service's one error table gives them (service/errors.py: GRPC_CODES is its gRPC column), the same
 per-model statistics, and on /metrics the same counters (`capsnet_requests_total` with method "GRPC", the endpoint the
 gRPC method's path, the status its gRPC code) and phase histograms (endpoint `grpc:/v2/models/<model>/infer`). A message
@@ -42,10 +42,10 @@ from service.engine.batcher import Inference
 from service.errors import grpc_code
 from service.http.auth import allowed, bearer
 from service.metrics import PROGRESS, Progress
-from service.oip import models
+from service.oip import registry
 from service.oip.codec import InferRequest, ModelSpec, OIPError
 from service.oip.grpc_codec import encode_infer, parse_infer
-from service.oip.models import VERSION
+from service.oip.registry import VERSION
 from service.oip.triton_config import PLATFORM
 from service.state import AppState
 from service.tracing import GRPC_PROBES, request_id
@@ -63,7 +63,7 @@ def _metadata(context: grpc.aio.ServicerContext) -> list[tuple[str, str]]:
 
 
 class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
-    """Each RPC as /v2 answers it, through service/oip/models.py."""
+    """Each RPC as /v2 answers it, through service/oip/registry.py."""
 
     def __init__(self, state: AppState, name: str, version: str) -> None:
         self.state, self.name, self.version = state, name, version
@@ -88,7 +88,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             code, progress.gone = "CANCELLED", True
             raise
         except Exception as e:
-            status, message, headers = models.failure(e, f"gRPC {method}")
+            status, message, headers = registry.failure(e, f"gRPC {method}")
             code = grpc_code(status)
             if headers and "Retry-After" in headers:
                 context.set_trailing_metadata((("retry-after", headers["Retry-After"]),))
@@ -112,7 +112,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ServerReady(self, request: pb.ServerReadyRequest, context: grpc.aio.ServicerContext) -> pb.ServerReadyResponse:
         async def ready() -> pb.ServerReadyResponse:
             try:
-                await models.server_ready(self.state.pinned())
+                await registry.server_ready(self.state.pinned())
             except OIPError as e:
                 if e.status != 503:
                     raise
@@ -124,7 +124,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ModelReady(self, request: pb.ModelReadyRequest, context: grpc.aio.ServicerContext) -> pb.ModelReadyResponse:
         async def ready() -> pb.ModelReadyResponse:
             try:
-                models.spec(self.state.pinned(), request.name, request.version)
+                registry.spec(self.state.pinned(), request.name, request.version)
             except OIPError as e:
                 if e.status not in (400, 404, 503):
                     raise
@@ -138,12 +138,12 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     # ---- metadata, configuration, statistics ----
 
     async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: grpc.aio.ServicerContext) -> pb.ServerMetadataResponse:
-        answer = pb.ServerMetadataResponse(name=self.name, version=self.version, extensions=models.EXTENSIONS)
+        answer = pb.ServerMetadataResponse(name=self.name, version=self.version, extensions=registry.EXTENSIONS)
         return await self._answer("ServerMetadata", context, _constant(answer))
 
     async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: grpc.aio.ServicerContext) -> pb.ModelMetadataResponse:
         async def metadata() -> pb.ModelMetadataResponse:
-            spec = models.spec(self.state.pinned(), request.name, request.version)
+            spec = registry.spec(self.state.pinned(), request.name, request.version)
             tensor = pb.ModelMetadataResponse.TensorMetadata
             return pb.ModelMetadataResponse(
                 name=spec.name,
@@ -157,13 +157,13 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     async def ModelConfig(self, request: pb.ModelConfigRequest, context: grpc.aio.ServicerContext) -> pb.ModelConfigResponse:
         async def config() -> pb.ModelConfigResponse:
-            return pb.ModelConfigResponse(config=models.config(self.state.pinned(), request.name, request.version))
+            return pb.ModelConfigResponse(config=registry.config(self.state.pinned(), request.name, request.version))
 
         return await self._answer("ModelConfig", context, config)
 
     async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: grpc.aio.ServicerContext) -> pb.ModelStatisticsResponse:
         async def statistics() -> pb.ModelStatisticsResponse:
-            found = models.statistics(self.state.pinned(), request.name, request.version)
+            found = registry.statistics(self.state.pinned(), request.name, request.version)
             return pb.ModelStatisticsResponse(model_stats=[json_format.ParseDict(s, pb.ModelStatistics()) for s in found])
 
         return await self._answer("ModelStatistics", context, statistics)
@@ -174,7 +174,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         state = self.state.pinned()
 
         async def infer() -> pb.ModelInferResponse:
-            model = models.spec(state, request.model_name, request.model_version)
+            model = registry.spec(state, request.model_name, request.model_version)
 
             async def receive() -> tuple[Awaitable[InferRequest], float]:
                 return self._parse(model, request), 0.0  # the message is in: gRPC read it before the call began
@@ -182,7 +182,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             async def encode(req: InferRequest, inference: Inference) -> pb.ModelInferResponse:
                 return encode_infer(model, VERSION, req.id, [(t, inference.out[t.name]) for t, _ in req.outputs])
 
-            return await models.infer(state, model, f"grpc:/v2/models/{model.name}/infer", receive, encode)
+            return await registry.infer(state, model, f"grpc:/v2/models/{model.name}/infer", receive, encode)
 
         return await self._answer("ModelInfer", context, infer)
 
@@ -190,7 +190,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: grpc.aio.ServicerContext) -> pb.RepositoryIndexResponse:
         async def index() -> pb.RepositoryIndexResponse:
-            entries = models.repository_index(self.state.pinned(), request.ready)
+            entries = registry.repository_index(self.state.pinned(), request.ready)
             return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**e) for e in entries])
 
         return await self._answer("RepositoryIndex", context, index)
@@ -199,7 +199,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         self, request: pb.RepositoryModelLoadRequest, context: grpc.aio.ServicerContext
     ) -> pb.RepositoryModelLoadResponse:
         async def load() -> pb.RepositoryModelLoadResponse:
-            await models.load(self.state, request.model_name, overrides=list(request.parameters))
+            await registry.load(self.state, request.model_name, overrides=list(request.parameters))
             return pb.RepositoryModelLoadResponse()
 
         return await self._answer("RepositoryModelLoad", context, load)
@@ -208,7 +208,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         self, request: pb.RepositoryModelUnloadRequest, context: grpc.aio.ServicerContext
     ) -> pb.RepositoryModelUnloadResponse:
         async def unload() -> pb.RepositoryModelUnloadResponse:
-            models.unload(self.state, request.model_name)
+            registry.unload(self.state, request.model_name)
             return pb.RepositoryModelUnloadResponse()
 
         return await self._answer("RepositoryModelUnload", context, unload)
@@ -222,7 +222,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         size = request.ByteSize()
         if size <= state.settings.inline_parse_bytes:
             return parse_infer(model, request)
-        return await state.decode_pool.run(lambda: parse_infer(model, request), size)
+        return await state.bounded_pool.run(lambda: parse_infer(model, request), size)
 
 
 def _unimplemented(method: str) -> Callable[..., Awaitable[Any]]:

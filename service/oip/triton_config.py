@@ -21,7 +21,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from tritonclient.grpc import model_config_pb2 as mc
 
-from service.engine.protocol import TensorSpec
+from service.engine.tensors import TensorSpec
 
 PLATFORM = "onnxruntime_onnx"
 BACKEND = "onnxruntime"

@@ -12,7 +12,7 @@ binary tensor data extension (service/oip/codec.py). Errors on these routes are 
 status Triton gives (400 invalid, 404 unknown model or version, 503 loading or overloaded); the rest of the service
 keeps its own error body. A method a path does not take, or a path under /v2 that is none of these, is a 405 or 404
 in the protocol's body too (service/errors.install_handlers). What is not HTTP (which models, how each runs, its
-configuration and statistics, how a failure is worded) is in service/oip/models.py, which the gRPC server calls too.
+configuration and statistics, how a failure is worded) is in service/oip/registry.py, which the gRPC server calls too.
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ from pydantic import BaseModel, ValidationError
 from service.deps import ServingDep, StateDep
 from service.engine.batcher import Inference
 from service.http.body import read_limited
-from service.oip import models
+from service.oip import registry
 from service.oip.codec import HEADER_LENGTH, InferRequest, bad, decompress, encode_response, parse_request
-from service.oip.models import VERSION
-from service.oip.triton_config import to_json
-from service.schemas import (
+from service.oip.registry import VERSION
+from service.oip.schemas import (
     InferenceRequest,
     InferenceResponse,
     ModelMetadata,
@@ -49,6 +48,7 @@ from service.schemas import (
     ServerReady,
     TritonModelConfig,
 )
+from service.oip.triton_config import to_json
 from service.state import OIP_MODELS, AppState
 from service.threads import off_loop
 
@@ -74,7 +74,7 @@ class OIPRoute(APIRoute):
             try:
                 return await handle(request)
             except Exception as e:
-                status, message, headers = models.failure(e, f"{request.method} {request.url.path}")
+                status, message, headers = registry.failure(e, f"{request.method} {request.url.path}")
                 return JSONResponse({"error": message}, status_code=status, headers=headers)
 
         return answered
@@ -94,7 +94,7 @@ NOT_FOUND = {404: ERRORS[404]}
 
 @router.get("/v2", response_model=ServerMetadata, summary="Server metadata: name, version, protocol extensions")
 async def server_metadata(request: Request) -> JSONResponse:
-    return JSONResponse({"name": request.app.title, "version": request.app.version, "extensions": models.EXTENSIONS})
+    return JSONResponse({"name": request.app.title, "version": request.app.version, "extensions": registry.EXTENSIONS})
 
 
 router.add_api_route("/v2/", server_metadata, methods=["GET"], include_in_schema=False)  # the spec's spelling; tritonclient asks /v2
@@ -116,16 +116,16 @@ async def server_live() -> Response:
     summary='Server ready: every model loaded and warm (200, {"ready": true}); 503 before',
 )
 async def server_ready(state: StateDep) -> Response:
-    await models.server_ready(state)
+    await registry.server_ready(state)
     return Response(READY, media_type="application/json")
 
 
 @router.get("/v2/models/stats", response_model=ModelStatistics, summary="Inference statistics of every model (Triton's extension)")
 async def all_stats(state: StateDep) -> JSONResponse:
-    return JSONResponse({"model_stats": models.statistics(state, "", "")})
+    return JSONResponse({"model_stats": registry.statistics(state, "", "")})
 
 
-# ---- the model repository extension (service/oip/models.py; the weights directory is the repository) ----
+# ---- the model repository extension (service/oip/registry.py; the weights directory is the repository) ----
 
 
 B = TypeVar("B", bound=BaseModel)
@@ -152,7 +152,7 @@ def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
 )
 async def repository_index(request: Request, state: StateDep) -> JSONResponse:
     body = await _optional_body(request, state, RepositoryIndexRequest)
-    return JSONResponse(models.repository_index(state, body.ready))
+    return JSONResponse(registry.repository_index(state, body.ready))
 
 
 @router.post(
@@ -169,7 +169,7 @@ async def repository_load(request: Request, model_name: ModelName, state: Servin
     """Every model reloads together (one card describes them all), whichever is named; one that was unloaded is served
     again. Requests in flight finish on the version they began on."""
     body = await _optional_body(request, state, RepositoryLoadRequest)
-    await models.load(state, model_name, overrides=list(body.parameters))
+    await registry.load(state, model_name, overrides=list(body.parameters))
     return Response(status_code=200)
 
 
@@ -177,7 +177,7 @@ async def repository_load(request: Request, model_name: ModelName, state: Servin
     "/v2/repository/models/{model_name}/unload", responses=NOT_FOUND, summary="Take a model out of service until it is loaded again"
 )
 async def repository_unload(model_name: ModelName, state: ServingDep) -> Response:
-    models.unload(state, model_name)
+    registry.unload(state, model_name)
     return Response(status_code=200)
 
 
@@ -185,24 +185,24 @@ async def repository_unload(model_name: ModelName, state: ServingDep) -> Respons
 
 
 def _metadata(state: AppState, name: str, version: str) -> JSONResponse:
-    return JSONResponse(models.spec(state, name, version).metadata(VERSION))
+    return JSONResponse(registry.spec(state, name, version).metadata(VERSION))
 
 
 def _ready(state: AppState, name: str, version: str) -> JSONResponse:
-    return JSONResponse({"name": models.spec(state, name, version).name, "ready": True})
+    return JSONResponse({"name": registry.spec(state, name, version).name, "ready": True})
 
 
 def _config(state: AppState, name: str, version: str) -> JSONResponse:
-    return JSONResponse(to_json(models.config(state, name, version)))
+    return JSONResponse(to_json(registry.config(state, name, version)))
 
 
 def _model_stats(state: AppState, name: str, version: str) -> JSONResponse:
-    return JSONResponse({"model_stats": models.statistics(state, name, version)})
+    return JSONResponse({"model_stats": registry.statistics(state, name, version)})
 
 
 async def _infer(request: Request, state: AppState, name: str, version: str) -> Response:
-    """Read and check the tensors, run the model, encode what was asked for (service/oip/models.py times and counts it)."""
-    model = models.spec(state, name, version)
+    """Read and check the tensors, run the model, encode what was asked for (service/oip/registry.py times and counts it)."""
+    model = registry.spec(state, name, version)
     s = state.settings
     encoding, header_length = request.headers.get("content-encoding"), request.headers.get(HEADER_LENGTH)
 
@@ -212,7 +212,7 @@ async def _infer(request: Request, state: AppState, name: str, version: str) -> 
     async def receive() -> tuple[Any, float]:
         read_from = time.perf_counter()
         data = await read_limited(request, s)  # the body's arrival is the client's time, not preprocessing (as on REST)
-        return off_loop(state.decode_pool, s.inline_parse_bytes, parse, data), time.perf_counter() - read_from
+        return off_loop(state.bounded_pool, s.inline_parse_bytes, parse, data), time.perf_counter() - read_from
 
     async def encode(req: InferRequest, inference: Inference) -> Response:
         out = inference.out
@@ -221,7 +221,7 @@ async def _infer(request: Request, state: AppState, name: str, version: str) -> 
             return Response(content, media_type="application/json")
         return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(length)})
 
-    return await models.infer(state, model, f"/v2/models/{model.name}/infer", receive, encode)
+    return await registry.infer(state, model, f"/v2/models/{model.name}/infer", receive, encode)
 
 
 def _inline(schema: dict[str, Any]) -> dict[str, Any]:
@@ -312,42 +312,42 @@ async def infer(request: Request, model_name: ModelName, state: StateDep) -> Res
     return await _infer(request, state, model_name, _version(request))
 
 
-_both(
-    "GET",
-    "",
-    model_metadata,
-    ("model_metadata", "model_version_metadata"),
-    ("Model metadata: inputs and outputs", "Model metadata of one version"),
-    response_model=ModelMetadata,
-    responses=ERRORS,
-)
-_both(
-    "GET",
-    "/ready",
-    model_ready,
-    ("model_ready", "model_version_ready"),
-    ("Model ready (200, its name and ready: true)", "Model version ready (200, its name and ready: true)"),
-    response_model=ModelReady,
-    responses=ERRORS,
-)
-_both(
-    "GET",
-    "/config",
-    model_config,
-    ("model_config", "model_version_config"),
-    ("Triton's model configuration (model_config.proto as JSON)", "Triton's model configuration of one version"),
-    response_model=TritonModelConfig,
-    responses=ERRORS,
-)
-_both(
-    "GET",
-    "/stats",
-    model_stats,
-    ("model_stats", "model_version_stats"),
-    ("Inference statistics of one model (Triton's statistics extension)", "Inference statistics of one model version"),
-    response_model=ModelStatistics,
-    responses=NOT_FOUND,
-)
+# (path tail, endpoint, operation names, summaries, response schema, errors) of each GET on one model
+for _tail, _endpoint, _names, _summaries, _schema, _errors in (
+    (
+        "",
+        model_metadata,
+        ("model_metadata", "model_version_metadata"),
+        ("Model metadata: inputs and outputs", "Model metadata of one version"),
+        ModelMetadata,
+        ERRORS,
+    ),
+    (
+        "/ready",
+        model_ready,
+        ("model_ready", "model_version_ready"),
+        ("Model ready (200, its name and ready: true)", "Model version ready (200, its name and ready: true)"),
+        ModelReady,
+        ERRORS,
+    ),
+    (
+        "/config",
+        model_config,
+        ("model_config", "model_version_config"),
+        ("Triton's model configuration (model_config.proto as JSON)", "Triton's model configuration of one version"),
+        TritonModelConfig,
+        ERRORS,
+    ),
+    (
+        "/stats",
+        model_stats,
+        ("model_stats", "model_version_stats"),
+        ("Inference statistics of one model (Triton's statistics extension)", "Inference statistics of one model version"),
+        ModelStatistics,
+        NOT_FOUND,
+    ),
+):
+    _both("GET", _tail, _endpoint, _names, _summaries, response_model=_schema, responses=_errors)
 _both("POST", "/infer", infer, ("infer", "infer_version"),
       ("Inference: JSON tensors or the binary tensor data extension", "Inference on one model version"),
       response_model=InferenceResponse, responses=INFER_RESPONSES, openapi_extra=INFER_DOC)  # fmt: skip

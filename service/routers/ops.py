@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.deps import ReadyDep, StateDep
-from service.engine.protocol import ORT_TYPES
+from service.engine.tensors import ORT_TYPES
 from service.http.body import MAX_JSON_DEPTH
 from service.schemas import ErrorBody, Health, Ready, ServedModel
 

@@ -3,7 +3,7 @@ transformed copies of what the network sees."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -68,7 +68,7 @@ async def _images(body: Body, state: AppState, batch: bool) -> np.ndarray:
     if body.media_type != MULTIPART:
         document = _validated(body.json, PredictBatchJSON if batch else PredictJSON)
     limit = state.settings.max_batch_items if batch else 1
-    return await body_to_tensor(body, document, state.settings, state.decode_pool, card.image_size, card.digit_box, limit)
+    return await body_to_tensor(body, document, state.settings, state.bounded_pool, card.image_size, card.digit_box, limit)
 
 
 def _capsule_type(extras: set[str], routing_type: int | None, state: AppState) -> int | None:
@@ -155,7 +155,7 @@ async def _predict_pair(body: Body, state: AppState, pairs: PairEngine, with_pix
         document = None if body.media_type == MULTIPART else _validated(body.json, PredictJSON)
         if document is not None:
             path = "pixels" if document.pixels is not None else "canvas" if document.source == "canvas" else "upload"
-        return await body_to_tensor(body, document, state.settings, state.decode_pool, pairs.card.image_size, pairs.card.input.pair_box)
+        return await body_to_tensor(body, document, state.settings, state.bounded_pool, pairs.card.image_size, pairs.card.input.pair_box)
 
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         return FastJSON(pair_answer(pairs, inference.out, images[0], state.card.digit_rule, with_pixels, path))
@@ -163,6 +163,11 @@ async def _predict_pair(body: Body, state: AppState, pairs: PairEngine, with_pix
     endpoint = f"/predict?model={PAIRS}"
     timed = await run_phases(state.metrics, endpoint, preprocess(), pairs.predict, answer, body.parse_s, payloads=state.payload_log)
     return timed.result
+
+
+def _batched(state: AppState, extras: set[str]) -> Callable[[np.ndarray], Awaitable[Inference]]:
+    """The one-digit network through the batcher, fetching the outputs `extras` need."""
+    return lambda images: state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
 
 
 @router.post(
@@ -188,16 +193,14 @@ async def predict(body: Upload, state: ReadyDep, query: PredictArgs) -> FastJSON
         return await _predict_pair(body, state, query.pairs, PIXELS in extras)
     capsule_type = _capsule_type(extras, query.routing_type, state)
 
-    def model(images: np.ndarray) -> Awaitable[Inference]:
-        return state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
-
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         routing = await _unroll_routing(inference.out, extras, capsule_type, state)
         verdicts = state.card.digit_rule.judge(images, inference.out)
         return FastJSON(digit_answer(inference.out, 0, images[0], state, extras, verdicts, routing))  # ~0.1 ms: cheaper than a thread hop
 
     images = _images(body, state, batch=False)
-    return (await run_phases(state.metrics, "/predict", images, model, answer, body.parse_s, payloads=state.payload_log)).result
+    timed = await run_phases(state.metrics, "/predict", images, _batched(state, extras), answer, body.parse_s, payloads=state.payload_log)
+    return timed.result
 
 
 @router.post(
@@ -212,9 +215,6 @@ async def predict_batch(body: Upload, state: ReadyDep, query: BatchArgs) -> Fast
     extras = query.extras
     capsule_type = _capsule_type(extras, query.routing_type, state)
 
-    def model(images: np.ndarray) -> Awaitable[Inference]:
-        return state.batcher.submit(images, state.settings.request_timeout_s, fetch=_outputs(extras))
-
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         out = inference.out
         routing = await _unroll_routing(out, extras, capsule_type, state)
@@ -223,7 +223,9 @@ async def predict_batch(body: Upload, state: ReadyDep, query: BatchArgs) -> Fast
         return FastJSON({"results": results})
 
     images = _images(body, state, batch=True)
-    return (await run_phases(state.metrics, "/predict/batch", images, model, answer, body.parse_s, payloads=state.payload_log)).result
+    batched = _batched(state, extras)
+    timed = await run_phases(state.metrics, "/predict/batch", images, batched, answer, body.parse_s, payloads=state.payload_log)
+    return timed.result
 
 
 @router.post(
@@ -241,7 +243,7 @@ async def probe(body: Upload, state: ReadyDep, with_pixels: WithPixels) -> FastJ
     transforms = [Affine(**t.model_dump()) for t in req.transforms]
 
     async def preprocess() -> tuple[np.ndarray, np.ndarray]:
-        base = (await body_to_tensor(body, req, state.settings, state.decode_pool, state.card.image_size, state.card.digit_box))[0, 0]
+        base = (await body_to_tensor(body, req, state.settings, state.bounded_pool, state.card.image_size, state.card.digit_box))[0, 0]
         images = await in_thread(lambda: np.stack([warp(base, t) for t in transforms])[:, None].astype(np.float32))
         return base, images
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from harness.clients import build_request, multipart_png, vanish
-from harness.edge import start_edge
+from harness.edge import running_edge
 from harness.server import Server
 from tests.edge.helpers import need_haproxy
 from tests.service.helpers import stroke_digit_one
@@ -26,12 +26,8 @@ def edge() -> Iterator[tuple[Server, int]]:
     # one slow model thread, so that requests wait long enough for their clients to leave first
     service = Server({"CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_WORKERS": "1", "CAPSNET_MAX_BATCH": "1"}).wait_ready()
     try:
-        proc, port = start_edge(service.port)
-        try:
+        with running_edge(service.port) as port:
             yield service, port
-        finally:
-            proc.terminate()
-            proc.wait(10)
     finally:
         service.stop()
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as tgrpc
 
-from harness.edge import start_edge
+from harness.edge import running_edge
 from harness.server import free_port
 from tests.edge.helpers import need_haproxy
 from tests.service.oip.test_grpc_server import GrpcServer
@@ -32,12 +32,8 @@ def edge_grpc() -> Iterator[str]:
             "EDGE_HEADER_TIMEOUT": f"{HEADER_TIMEOUT_S}s",
             "EDGE_MAX_CONNECTIONS_PER_CLIENT": str(PER_CLIENT),
         }
-        proc, _ = start_edge(service.port, limits)
-        try:
+        with running_edge(service.port, limits):
             yield f"127.0.0.1:{grpc_port}"
-        finally:
-            proc.terminate()
-            proc.wait(10)
     finally:
         service.stop()
 

@@ -10,7 +10,7 @@ import pytest
 import tritonclient.grpc as tgrpc
 from tritonclient.utils import InferenceServerException
 
-from harness.edge import start_edge
+from harness.edge import running_edge
 from harness.server import free_port
 from tests.edge.helpers import need_haproxy
 from tests.service.oip.test_grpc_server import GrpcServer
@@ -23,8 +23,7 @@ def test_internals_and_the_model_repository_only_to_the_admin_network() -> None:
         for admin, allowed in ((None, True), ("10.9.8.0/24", False)):  # the tests' client is 127.0.0.1
             grpc_port = free_port()
             env = {"EDGE_GRPC_BIND": f"127.0.0.1:{grpc_port}", "EDGE_GRPC_UPSTREAM": service.grpc_url}
-            proc, port = start_edge(service.port, {**env, "EDGE_ADMIN_FROM": admin} if admin else env)
-            try:
+            with running_edge(service.port, {**env, "EDGE_ADMIN_FROM": admin} if admin else env) as port:
                 with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
                     for method, path in (("GET", "/metrics"), ("GET", "/model"), ("POST", "/v2/repository/index")):
                         r = c.request(method, path)
@@ -42,8 +41,5 @@ def test_internals_and_the_model_repository_only_to_the_admin_network() -> None:
                     else:
                         with pytest.raises(InferenceServerException, match="PERMISSION_DENIED"):
                             client.get_model_repository_index()
-            finally:
-                proc.terminate()
-                proc.wait(10)
     finally:
         service.stop()

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from harness.attack import LOOPBACK_SOURCES, SlowClients
-from harness.edge import start_edge
+from harness.edge import running_edge
 from harness.server import Server
 from tests.edge.helpers import need_haproxy
 from tests.service.helpers import stroke_digit_one
@@ -44,12 +44,8 @@ def edge() -> Iterator[str]:
     ).wait_ready()
     try:
         limits = {"EDGE_HEADER_TIMEOUT": f"{HEADER_TIMEOUT_S}s", "EDGE_KEEPALIVE_TIMEOUT": "2s", "EDGE_MAX_CONNECTIONS": "4096"}
-        proc, port = start_edge(service.port, limits)
-        try:
+        with running_edge(service.port, limits) as port:
             yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            proc.wait(10)
     finally:
         service.stop()
 

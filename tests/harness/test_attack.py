@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from harness.attack import LOOPBACK_SOURCES, SlowClients
-from harness.edge import start_edge
+from harness.edge import running_edge
 from harness.server import Server, free_port
 from tests.edge.helpers import need_haproxy
 
@@ -18,10 +18,8 @@ PER_PROCESS = 10
 @pytest.fixture(scope="module")
 def edge_port(server: Server) -> Iterator[int]:
     need_haproxy()
-    proc, port = start_edge(server.port, {"EDGE_HEADER_TIMEOUT": "1s"})
-    yield port
-    proc.terminate()
-    proc.wait(10)
+    with running_edge(server.port, {"EDGE_HEADER_TIMEOUT": "1s"}) as port:
+        yield port
 
 
 def test_a_renewed_attack_replaces_each_connection_the_edge_cuts(edge_port):

@@ -42,7 +42,7 @@ def capsnet_spec(max_batch: int = 32):
     """The capsnet graph's signature as the service reads it, from the committed weights (for the parser tests)."""
     import onnxruntime as ort
 
-    from service.engine.protocol import TensorSpec
+    from service.engine.tensors import TensorSpec
     from service.oip.codec import ModelSpec
     from tests.conftest import WEIGHTS
 

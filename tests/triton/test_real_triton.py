@@ -26,6 +26,7 @@ from tests.needs import missing
 from tests.service.routers.test_oip import (
     CAPSNET_OUTPUT_SIGNATURE,
     CAPSNET_OUTPUTS,
+    _capsnet_infer,
     _decoder_inputs,
     _digits,
     _image_input,
@@ -97,11 +98,7 @@ def test_config_is_the_generated_one(client, model):
 @pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
 def test_capsnet_equals_onnxruntime(client, binary):
     x = _digits(4)
-    outputs = [triton.InferRequestedOutput(name, binary_data=binary) for name in CAPSNET_OUTPUTS]
-    result = client.infer("capsnet", [_image_input(x, binary)], outputs=outputs, request_id="req-7")
-    response = result.get_response()
-    assert response["id"] == "req-7" and response["model_name"] == "capsnet" and response["model_version"] == "1"
-    assert [o["name"] for o in response["outputs"]] == CAPSNET_OUTPUTS
+    result = _capsnet_infer(client, x, binary)
     expected = dict(zip(CAPSNET_OUTPUTS, _session("capsnet").run(CAPSNET_OUTPUTS, {"image": x})))
     for name in CAPSNET_OUTPUTS:
         np.testing.assert_allclose(result.as_numpy(name), expected[name], atol=1e-4, err_msg=name)

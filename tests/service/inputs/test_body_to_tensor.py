@@ -14,15 +14,15 @@ from PIL import Image
 from service.errors import Invalid
 from service.http.body import JSON, MULTIPART, Body
 from service.inputs.body_to_tensor import body_to_tensor
-from service.inputs.uploads import DecodePool
 from service.schemas import PredictBatchJSON, PredictJSON
 from service.settings import Settings
+from service.threads import BoundedPool
 
 
 @pytest.fixture(scope="module")
 def state():
-    pool = DecodePool(1, 10_000_000)
-    yield SimpleNamespace(settings=Settings(), decode_pool=pool)
+    pool = BoundedPool(1, 10_000_000)
+    yield SimpleNamespace(settings=Settings(), bounded_pool=pool)
     pool.shutdown()
 
 
@@ -46,7 +46,7 @@ def _multipart(files: list[bytes]) -> Body:
 
 
 def _run(body: Body, document, state, size: int = 28, box: int = 20, limit: int = 1) -> np.ndarray:
-    return asyncio.run(body_to_tensor(body, document, state.settings, state.decode_pool, size, box, limit))
+    return asyncio.run(body_to_tensor(body, document, state.settings, state.bounded_pool, size, box, limit))
 
 
 def test_every_form_of_one_image_gives_the_same_input(state):

@@ -81,4 +81,4 @@ def test_a_full_decode_pool_answers_503_with_retry_after(big):
     assert codes[0] == 200 and codes[-1] == 503, codes
     busy = next(r for r in responses if r.status_code == 503)
     assert busy.headers["retry-after"] == "1" and busy.json()["error"] == "overloaded"
-    assert client.app.state.capsnet.decode_pool.pixels_in_flight == 0  # every pixel given back
+    assert client.app.state.capsnet.bounded_pool.pixels_in_flight == 0  # every pixel given back

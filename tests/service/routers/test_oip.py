@@ -80,6 +80,18 @@ def _image_input(x: np.ndarray, binary: bool) -> triton.InferInput:
     return triton.InferInput("image", list(x.shape), "FP32").set_data_from_numpy(x, binary_data=binary)
 
 
+def _capsnet_infer(client: triton.InferenceServerClient, x: np.ndarray, binary: bool) -> triton.InferResult:
+    """Every capsnet output asked for, JSON or binary, with a request id: the answer as the protocol shapes it (the
+    id echoed, the model and version named, each output in the encoding asked), whichever server gives it."""
+    outputs = [triton.InferRequestedOutput(name, binary_data=binary) for name in CAPSNET_OUTPUTS]
+    result = client.infer("capsnet", [_image_input(x, binary)], outputs=outputs, request_id="req-7")
+    response = result.get_response()
+    assert response["id"] == "req-7" and response["model_name"] == "capsnet" and response["model_version"] == "1"
+    assert [o["name"] for o in response["outputs"]] == CAPSNET_OUTPUTS
+    assert all(("data" in o) != binary and ("binary_data_size" in o.get("parameters", {})) == binary for o in response["outputs"])
+    return result
+
+
 def _decoder_inputs(digits: np.ndarray, poses: np.ndarray, binary: bool) -> list[triton.InferInput]:
     return [
         triton.InferInput("digit", list(digits.shape), "INT64").set_data_from_numpy(digits, binary_data=binary),
@@ -145,12 +157,7 @@ def _pbtxt(model: str) -> str:
 @pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
 def test_capsnet_equals_predict(client_v2, server, binary):
     x = _digits(4)
-    outputs = [triton.InferRequestedOutput(name, binary_data=binary) for name in CAPSNET_OUTPUTS]
-    result = client_v2.infer("capsnet", [_image_input(x, binary)], outputs=outputs, request_id="req-7")
-    response = result.get_response()
-    assert response["id"] == "req-7" and response["model_name"] == "capsnet" and response["model_version"] == "1"
-    assert [o["name"] for o in response["outputs"]] == CAPSNET_OUTPUTS
-    assert all(("data" in o) != binary and ("binary_data_size" in o.get("parameters", {})) == binary for o in response["outputs"])
+    result = _capsnet_infer(client_v2, x, binary)
     assert result.as_numpy("coupling").shape == (4, 1152, 10) and result.as_numpy("reconstruction").shape == (4, 1, 28, 28)
     for i in range(len(x)):
         r = httpx.post(server.url + "/predict?include=coupling,pixels", json={"pixels": x[i, 0].tolist()}, timeout=30)

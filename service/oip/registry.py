@@ -1,5 +1,6 @@
-"""The Open Inference Protocol's models, whatever the transport: which are served, what each takes and gives, how each
-runs, its Triton configuration and statistics, and how a failure is worded.
+"""The registry of the models the Open Inference Protocol serves, whatever the transport: which are served and in what
+state (the model repository: load, unload), what each takes and gives, how each runs, its Triton configuration and
+statistics, and how a failure is worded.
 
 Why apart from the routes: the protocol is spoken twice, over REST (service/routers/oip.py) and over gRPC
 (service/oip/grpc_server.py), and a client must not be able to tell the two apart by anything but the wire. Both call
