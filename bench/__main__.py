@@ -13,6 +13,7 @@ from bench import (
     abandon,
     containers,
     edge,
+    front,
     grpc,
     honesty,
     insight,
@@ -50,6 +51,7 @@ PARTS = (
     "honesty",
     "page",
     "pair_paths",
+    "front",
 )
 
 
@@ -132,6 +134,8 @@ def main(argv: list[str] | None = None) -> None:
         write("honesty", honesty.run("held_out", args.weights, ROOT / MNIST_DIR))
     if "pair_paths" in args.only:
         write("pair_paths", pair_paths.measure(args.weights, ROOT / MNIST_DIR))
+    if "front" in args.only:
+        write("front", front.measure(min(args.load_seconds, 6.0)))
     if "page" in args.only:
         write("page", page.measure(args.weights))
     # the project's BENCHMARKS.md renders the project's results; results kept elsewhere get theirs beside them

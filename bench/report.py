@@ -133,6 +133,8 @@ def render(results_dir: Path) -> str:
     parts += _honesty(load("honesty"))
     parts += _page(load("page"))
     parts += _pair_paths(load("pair_paths"))
+    parts += _front(load("front"))
+    parts += _training_routes(load("training_routes"))
     notes = results_dir / "NOTES.md"
     if notes.exists():
         parts += ["", notes.read_text().strip()]
@@ -741,6 +743,61 @@ def _triton(oip: dict | None) -> list[str]:
         ),
     ]
     return parts
+
+
+def _front(data: dict | None) -> list[str]:
+    if not data:
+        return []
+    cols = ["requests/s", "p50 ms", "event loop ms", "front ms (the process less the model)", "model ms", "whole process ms", "errors"]
+
+    def cells(r: dict) -> list:
+        return [r["requests_per_s"], r["p50_ms"], r["event_loop_ms"], r["front_ms"], r["model_ms"], r["process_ms"], r["errors"]]
+
+    health = data["service"]["GET /healthz"]
+    rows = [[kind, *cells(r), f"{r['event_loop_ms'] / health['event_loop_ms']:.1f}x"] for kind, r in data["service"].items()]
+    out = [
+        "## The front's CPU a request (bench/front.py)",
+        "",
+        f"The service with one onnxruntime thread a session (so the model's work is on its `capsnet-infer-*` threads), "
+        f"{data['clients']} keep-alive clients, {data['duration_s']:g} s a kind; CPU a request read from /proc per thread. "
+        "The last column is the event loop's CPU a request over `GET /healthz`'s.",
+        "",
+        _table(["request", *cols, "loop over /healthz"], rows),
+        "",
+    ]
+    if data.get("peer"):
+        peer = [[kind, *cells(r)] for kind, r in data["peer"].items()]
+        out += [
+            f"Beside it, the same clients and bytes against `{data['peer_file']}` (FastAPI + Pillow + onnxruntime in 20 lines, "
+            "the INT8 file, no batching, no preprocessing: its model runs on anyio's threads, so its front is its whole process):",
+            "",
+            _table(["request", *cols], peer),
+            "",
+        ]
+    return out
+
+
+def _training_routes(data: dict | None) -> list[str]:
+    """bench/training_routes.py's run (not a `make bench` part: an hour of CPU): the test pairs read right by CPU minutes."""
+    if not data or not data.get("routes"):
+        return []
+    marks = sorted({m for r in data["routes"].values() for m in (5, 10, 15, 20, 25, 30) if m <= r["curve"][-1]["cpu_minutes"] + 1e-9})
+
+    def at(curve: list[dict], minutes: float) -> str:
+        done = [c for c in curve if c["cpu_minutes"] <= minutes + 1e-9]
+        return f"{100 * done[-1]['both_right']:.1f}% ({done[-1]['pairs_seen']:,})" if done else ""
+
+    rows = [[name, r["what"], *(at(r["curve"], m) for m in marks)] for name, r in data["routes"].items()]
+    return [
+        "## Two roads to MultiMNIST at equal CPU time (bench/training_routes.py)",
+        "",
+        f"Each route from {data['start']}, one thread, {data['cpu_minutes']:g} CPU minutes of its own process, the rate annealed "
+        f"tenfold over them; both digits right on 1,000 fixed test pairs after the last epoch by that CPU minute, and the "
+        f"pairs seen. Run on {data['machine']}.",
+        "",
+        _table(["route", "network", *(f"{m} CPU min" for m in marks)], rows),
+        "",
+    ]
 
 
 # ---- docs/performance.md's summary: the same results, a row a question, written between its markers ----

@@ -34,6 +34,30 @@ def process_cpu_seconds(pid: int) -> float:
     return proc_stat(Path(f"/proc/{pid}/stat"))[1]
 
 
+def cpu_by_role(pid: int) -> dict[str, float]:
+    """CPU seconds so far of process `pid`'s threads alive now, by what they do as their names say (service/threads.py
+    names them): `event_loop` (the main thread), `engine` (capsnet-infer-*: the model), `decode` (capsnet-decode: the
+    bounded pool) and `other` (anyio's workers, onnxruntime's own, gRPC's); `process` is all of them, ended ones too."""
+    roles = {"event_loop": 0.0, "engine": 0.0, "decode": 0.0, "other": 0.0}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            _, cpu = proc_stat(Path(f"/proc/{pid}/task/{tid}/stat"))
+            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        role = (
+            "event_loop"
+            if int(tid) == pid
+            else "engine"
+            if name.startswith("capsnet-infer")
+            else "decode"
+            if name == "capsnet-decode"
+            else "other"
+        )
+        roles[role] += cpu
+    return {**roles, "process": process_cpu_seconds(pid)}
+
+
 class Server:
     """The same entry point as the Docker image's CMD, with CAPSNET_* settings from `env`."""
 

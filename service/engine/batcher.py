@@ -25,6 +25,7 @@ import numpy as np
 
 from service.errors import EngineUnavailable, InferenceFailed, Overloaded
 from service.metrics import progress
+from service.threads import name_os_thread
 
 log = logging.getLogger("capsnet.batcher")
 
@@ -173,6 +174,7 @@ class Batcher:
             return jobs, busy
 
     def _work(self) -> None:
+        name_os_thread(threading.current_thread().name)  # capsnet-infer-<k>: the model's CPU, apart in /proc
         while (taken := self._next_batch()) is not None:
             jobs, busy = taken
             try:

@@ -1,0 +1,168 @@
+"""The front's CPU a request: what the HTTP and gRPC front spends on each request around the model, request kind by
+request kind, beside `GET /healthz` and beside a 20-line FastAPI server a user might write instead (../shared/peers).
+
+On a GPU host the model costs a fraction of a millisecond an image, and what sets the rate is this: the CPU the
+process spends on each request outside the model's own threads. The service runs here with one onnxruntime thread a
+session, so all of the model's work is on its batcher threads, named `capsnet-infer-*` (service/threads.py), and each
+request's CPU is read from /proc per thread (harness.server.cpu_by_role): the event loop, the model, the decode pool,
+and the rest; the front is the process less the model. Every kind runs at CLIENTS keep-alive clients for the same time.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import httpx
+import numpy as np
+from PIL import Image, ImageDraw
+
+from bench.grpc import _grpc_messages, _images, _rest_binary, grpc_load
+from bench.loadgen import Result, load
+from harness.clients import build_request, multipart_png
+from harness.payloads import digit_pngs
+from harness.server import REPO, Server, cpu_by_role, free_port
+
+log = logging.getLogger("bench.front")
+
+CLIENTS = 8
+PEER = REPO.parent / "shared" / "peers" / "naive_fastapi.py"
+
+
+def _get(port: int, path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: keep-alive\r\n\r\n".encode()
+
+
+def _canvas_png(png: bytes) -> bytes:
+    """A digit as the page's canvas exports it: 280x280, the ink in the alpha channel of a transparent ground, drawn
+    with a round pen over the digit's strokes (10x the MNIST digit)."""
+    digit = np.asarray(Image.open(io.BytesIO(png)).convert("L"))
+    canvas = Image.new("RGBA", (280, 280), (0, 0, 0, 0))
+    pen = ImageDraw.Draw(canvas)
+    for r, c in zip(*np.nonzero(digit < 128), strict=True):
+        pen.ellipse((c * 10 - 6, r * 10 - 6, c * 10 + 16, r * 10 + 16), fill=(20, 20, 20, 255))
+    out = io.BytesIO()
+    canvas.save(out, "PNG")
+    return out.getvalue()
+
+
+def _kinds(port: int) -> dict[str, list[bytes]]:
+    """Each kind of request, as bytes on the wire: a few of each, sent in turn."""
+    pngs = digit_pngs(16)
+    canvas = [_canvas_png(p) for p in pngs[:8]]
+    pixels = [np.asarray(Image.open(io.BytesIO(p)).convert("L"), np.float32) for p in pngs]
+    return {
+        "GET /healthz": [_get(port, "/healthz")],
+        "/predict, 28x28 PNG (multipart)": [build_request("127.0.0.1", port, "/predict", *multipart_png(p)) for p in pngs],
+        "/predict, 280x280 PNG (multipart)": [build_request("127.0.0.1", port, "/predict", *multipart_png(p)) for p in canvas],
+        "/predict, the page's canvas (JSON, source canvas)": [
+            build_request(
+                "127.0.0.1",
+                port,
+                "/predict",
+                b'{"source": "canvas", "image": "data:image/png;base64,' + base64.b64encode(p) + b'"}',
+                "application/json",
+            )
+            for p in canvas
+        ],
+        "/predict, pixels (JSON)": [
+            build_request(
+                "127.0.0.1", port, "/predict", b'{"pixels": ' + str(np.round(1 - x / 255, 3).tolist()).encode() + b"}", "application/json"
+            )
+            for x in pixels
+        ],
+        "/v2 capsnet, binary tensors": _rest_binary(port, _images(16)),
+    }
+
+
+def _per_request(before: dict[str, float], after: dict[str, float], requests: int) -> dict[str, float]:
+    per = {k: round(1000.0 * (after[k] - before[k]) / max(requests, 1), 3) for k in before}
+    per["front"] = round(per["process"] - per["engine"], 3)
+    return per
+
+
+def _row(pid: int, run: Callable[[], Result]) -> dict:
+    before = cpu_by_role(pid)
+    r = run().summary()
+    cpu = _per_request(before, cpu_by_role(pid), r["requests"])
+    return {
+        "requests_per_s": r["throughput_rps"],
+        "p50_ms": r["p50_ms"],
+        "errors": r["errors"],
+        "event_loop_ms": cpu["event_loop"],
+        "front_ms": cpu["front"],
+        "model_ms": cpu["engine"],
+        "process_ms": cpu["process"],
+    }
+
+
+def _service(duration_s: float, max_requests: int) -> dict[str, dict]:
+    grpc_port = free_port()
+    server = Server({"CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_GRPC_PORT": str(grpc_port)}).wait_ready()
+    try:
+        rows = {}
+        for kind, requests in _kinds(server.port).items():
+            rows[kind] = _row(server.proc.pid, lambda r=requests: load(server.url, r, CLIENTS, duration_s, max_requests))
+            log.info("service %s: %s", kind, rows[kind])
+        messages = _grpc_messages(_images(16))
+        rows["gRPC capsnet"] = _row(
+            server.proc.pid, lambda: grpc_load(f"127.0.0.1:{grpc_port}", messages, CLIENTS, duration_s, max_requests)
+        )
+        log.info("service gRPC: %s", rows["gRPC capsnet"])
+        return rows
+    finally:
+        server.stop()
+
+
+def _peer(duration_s: float, max_requests: int) -> dict[str, dict] | None:
+    """The 20-line server, with the INT8 file the service serves by default, on the same clients and the same bytes."""
+    if not PEER.exists():
+        return None
+    port = free_port()
+    env = {**os.environ, "MODEL": str(REPO / "weights" / "capsnet-int8.onnx")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--app-dir",
+        str(PEER.parent),
+        "naive_fastapi:app",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        kinds = _kinds(port)
+        rows = {}
+        for kind in ("GET /healthz", "/predict, 28x28 PNG (multipart)", "/predict, 280x280 PNG (multipart)"):
+            rows[kind] = _row(proc.pid, lambda r=kinds[kind]: load(f"http://127.0.0.1:{port}", r, CLIENTS, duration_s, max_requests))
+            log.info("peer %s: %s", kind, rows[kind])
+        return rows
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def measure(duration_s: float = 6.0, max_requests: int = 20000) -> dict:
+    return {
+        "clients": CLIENTS,
+        "duration_s": duration_s,
+        "service": _service(duration_s, max_requests),
+        "peer": _peer(duration_s, max_requests),
+        "peer_file": str(PEER.relative_to(REPO.parent)) if PEER.exists() else None,
+    }
