@@ -1,0 +1,39 @@
+"""bench/front.py's reading of the front's CPU: the model's threads are told apart by their names, and the table says
+each request's event-loop CPU over /healthz's."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from bench.report import render
+from harness.server import cpu_by_role
+
+
+def test_the_models_threads_carry_their_names_and_their_cpu_is_counted_apart(server):
+    pid = server.proc.pid
+    before = cpu_by_role(pid)
+    for _ in range(30):
+        assert httpx.post(server.url + "/predict", json={"pixels": np.zeros((28, 28)).tolist()}, timeout=30).status_code == 200
+    after = cpu_by_role(pid)
+    names = {Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip() for tid in os.listdir(f"/proc/{pid}/task")}
+    assert any(n.startswith("capsnet-infer") for n in names), names  # what top -H and py-spy show
+    assert after["engine"] > before["engine"] and after["event_loop"] > before["event_loop"]
+    assert after["process"] >= sum(after[k] for k in ("event_loop", "engine", "decode", "other")) - 0.05
+
+
+def test_the_front_table_sets_each_request_beside_healthz(tmp_path):
+    row = {"requests_per_s": 100.0, "p50_ms": 1.0, "errors": 0, "front_ms": 0.2, "model_ms": 0.0, "process_ms": 0.2}
+    data = {
+        "clients": 8,
+        "duration_s": 6.0,
+        "service": {"GET /healthz": {**row, "event_loop_ms": 0.1}, "/predict": {**row, "event_loop_ms": 0.35}},
+        "peer": None,
+    }
+    (tmp_path / "front.json").write_text(json.dumps(data))
+    text = render(tmp_path)
+    assert "## The front's CPU a request" in text and "| /predict | 100.0 | 1.0 | 0.35 | 0.2 | 0.0 | 0.2 | 0 | 3.5x |" in text
