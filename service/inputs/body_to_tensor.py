@@ -11,8 +11,8 @@ import numpy as np
 
 from service.errors import Invalid, for_item
 from service.http.body import Body
-from service.http.multipart import file_parts
 from service.inputs.images import decode_base64
+from service.inputs.multipart import file_parts
 from service.inputs.uploads import to_inputs
 from service.schemas import PredictBatchJSON, PredictJSON
 from service.settings import Settings

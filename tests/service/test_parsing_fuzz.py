@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from service.errors import ClientError
 from service.http.body import parse_json
-from service.http.multipart import boundary_of, file_parts
 from service.inputs.images import decode_base64, open_image
+from service.inputs.multipart import boundary_of, file_parts
 from service.oip.codec import ModelSpec, OIPError, parse_request
 from tests.service import helpers
 from tests.service.helpers import stroke_digit_one

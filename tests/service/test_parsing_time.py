@@ -26,8 +26,8 @@ from PIL import Image
 
 from service.errors import ClientError
 from service.http.body import parse_json
-from service.http.multipart import boundary_of, file_parts
 from service.inputs.images import decode_base64, open_image
+from service.inputs.multipart import boundary_of, file_parts
 from service.oip.codec import ModelSpec, OIPError, parse_request
 from service.settings import Settings
 from tests.service import helpers

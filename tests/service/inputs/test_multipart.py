@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.errors import BadInput, Invalid
-from service.http.multipart import file_parts
+from service.inputs.multipart import file_parts
 
 # Part data that looks like the framing: line breaks, dashes, a near-boundary, a header block.
 TRICKY = st.sampled_from([b"", b"\r\n", b"--", b"\r\n--", b"\r\n\r\n", b"Content-Disposition: x\r\n\r\n", b"\x89PNG\r\n\x1a\n"])

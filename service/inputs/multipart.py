@@ -5,7 +5,7 @@ was read once, within its size and time limits, by service.http.body; `request.f
 part to a temporary file through awaited writes. The parser bounds what a stranger can make it hold: a part's headers
 (8 lines of at most 4224 bytes each), and here the number of parts. Like Starlette, it refuses what browsers never
 send: a preamble before the first boundary, and transport padding after a boundary. It walks the body in Python, a cost linear in the
-body that service.http.body moves off the event loop for large bodies.
+body that the inputs move off the event loop for large bodies (service/threads.off_loop).
 """
 
 from __future__ import annotations
