@@ -129,8 +129,8 @@ import { createRoutingInspector } from "./routing.js";
   }
 
   // One Channel per endpoint (static/channel.js): at most one request in flight, the newest wish wins.
-  function channel(onAnswer, onError) {
-    return new Channel(function (req) { return api(req.path, req.body); }, onAnswer, onError);
+  function channel(onAnswer, onError, region) {
+    return new Channel(function (req) { return api(req.path, req.body); }, onAnswer, onError, region);
   }
 
   function setStatus(text, isError) {
@@ -142,7 +142,7 @@ import { createRoutingInspector } from "./routing.js";
     // A failed upload (or finished stroke) must not leave the previous answer on show as if it were this one's.
     if (req.final) clearResult("No result");
     setStatus("Could not classify: " + err.message, true);
-  });
+  }, els.verdict);
   var reconstructChannel = channel(function (data, req) {
     setImage(els.reconstruction, data.reconstruction.png);
     els.reconDigit.textContent = String(req.digit);

@@ -7,11 +7,16 @@
  *
  * `send(req)` returns a promise of the answer (app.js: fetch to this server); tests/static/test_channel.py drives a
  * Channel with a send of its own in the real browser.
+ *
+ * `region`, when given, is the element the answers are shown in: it says aria-busy="true" while a request is queued or
+ * in flight, so that a screen reader waits for the newest answer before it reads the region (and a test knows when the
+ * answer on show is the answer to the newest request).
  */
-export function Channel(send, onAnswer, onError) {
+export function Channel(send, onAnswer, onError, region) {
   this.send = send;
   this.onAnswer = onAnswer;
   this.onError = onError;
+  this.region = region || null;
   this.pending = null;
   this.busy = false;
   this.seq = 0;
@@ -22,11 +27,17 @@ export function Channel(send, onAnswer, onError) {
 Channel.prototype.ask = function (job) {
   this.pending = job;
   this.pump();
+  this.mark();
 };
 
 Channel.prototype.invalidate = function () {
   this.pending = null;
   this.validFrom = this.seq + 1;
+  this.mark();
+};
+
+Channel.prototype.mark = function () {
+  if (this.region) this.region.setAttribute("aria-busy", String(!this.idle()));
 };
 
 Channel.prototype.idle = function () { return !this.busy && !this.pending; };
@@ -49,5 +60,6 @@ Channel.prototype.pump = function () {
   }).then(function () {
     self.busy = false;
     self.pump();
+    self.mark();
   });
 };

@@ -163,7 +163,7 @@ export function createPairs(opts) {
     if (wait <= 0) predict();
     else if (!liveTimer) liveTimer = setTimeout(function () { liveTimer = null; if (state.current) predict(); }, wait);
   }
-  var predictChannel = channel(show, function (err) { els.verdict.textContent = err.message; });
+  var predictChannel = channel(show, function (err) { els.verdict.textContent = err.message; }, els.verdict);
   function predict() {
     lastLive = performance.now();
     predictChannel.ask(function () {

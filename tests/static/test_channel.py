@@ -76,3 +76,19 @@ def test_errors_reach_on_error_unless_stale_and_the_channel_goes_on(page):
     state(page)
     page.evaluate("() => t.release(2, 'ok')")
     assert state(page)["shown"] == [[5, "ok"]]
+
+
+def test_the_region_says_it_is_busy_until_the_newest_answer_is_on_show(page):
+    """aria-busy on the element the answers go to: a screen reader waits for the newest answer before it reads it."""
+    page.evaluate("""() => {
+      t.region = document.createElement('div');
+      t.channel.region = t.region;
+      t.ask(1); t.ask(2);
+    }""")
+    busy = "() => t.region.getAttribute('aria-busy')"
+    assert page.evaluate(busy) == "true"
+    page.evaluate("() => t.release(0, 'a')")
+    state(page)
+    assert page.evaluate(busy) == "true", "the queued wish 2 is in flight: the answer on show is not the newest"
+    page.evaluate("() => t.release(1, 'b')")
+    assert state(page)["shown"][-1] == [2, "b"] and page.evaluate(busy) == "false"

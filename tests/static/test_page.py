@@ -76,8 +76,10 @@ def wait_predicted(page: Any, digit: int) -> None:
 
 
 def wait_settled(page: Any) -> None:
-    """A prediction is shown and no request is queued or in flight."""
+    """A prediction is shown, the answer on show is the newest request's (the verdict's aria-busy, static/channel.js),
+    and the requests it set off (the Figure 4 grid, after its own short delay) are answered."""
     expect(page.get_by_test_id("prediction")).to_have_text(re.compile(r"^\d$"), timeout=WAIT_MS)
+    expect(page.get_by_test_id("verdict")).to_have_attribute("aria-busy", "false", timeout=WAIT_MS)
     page.wait_for_load_state("networkidle")
 
 

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.static.pages import Watch
-from tests.static.test_page import ONE, OUTPUT, PAIR, ZERO, draw, expect, overlay_colours, predictions
+from tests.static.test_page import ONE, OUTPUT, PAIR, WAIT_MS, ZERO, draw, expect, overlay_colours, predictions
 
 LEFT_ONE = [[(x * 0.6 + 0.05, y) for x, y in stroke] for stroke in ONE]
 RIGHT_ZERO = [[(x * 0.8 + 0.15, y * 0.8 + 0.1) for x, y in stroke] for stroke in ZERO]
@@ -24,11 +24,14 @@ def draw_two(page: Any, first: list, second: list) -> None:
     page.get_by_test_id(PAIR).scroll_into_view_if_needed()
     draw(page, first, canvas=PAIR)
     page.wait_for_function("() => (document.querySelector('[data-testid=\"pair-verdict\"]').dataset.ranked || '') !== ''")
-    seen = page.get_by_test_id("pair-input").get_attribute("src")
     page.get_by_test_id("pair-ink-2").click()
     draw(page, second, steps=2, canvas=PAIR)
-    page.wait_for_function(f"() => document.querySelector('[data-testid=\"pair-input\"]').getAttribute('src') !== {seen!r}")
-    page.wait_for_load_state("networkidle")
+    settled(page)
+
+
+def settled(page: Any) -> None:
+    """Section 7 shows the answer to its newest request: none is queued or in flight (the verdict's aria-busy)."""
+    expect(page.get_by_test_id("pair-verdict")).to_have_attribute("aria-busy", "false", timeout=WAIT_MS)
 
 
 def colour_of(page: Any) -> dict[int, str]:
@@ -114,11 +117,9 @@ def test_pen_strokes_traced_from_test_pairs_are_read_on_the_page_as_the_canvas_s
         # on the page, with the mouse
         page.get_by_test_id("pair-clear").click()
         page.get_by_test_id(PAIR).scroll_into_view_if_needed()
-        seen = page.get_by_test_id("pair-input").get_attribute("src")
         draw(page, strokes[0], steps=1, canvas=PAIR)
         page.get_by_test_id("pair-ink-2").click()
         draw(page, strokes[1], steps=1, canvas=PAIR)
-        page.wait_for_function(f"() => document.querySelector('[data-testid=\"pair-input\"]').getAttribute('src') !== {json.dumps(seen)}")
-        page.wait_for_load_state("networkidle")
+        settled(page)
         agree += sorted(int(d) for d in predictions(page).split(",") if d) == sorted(expected["predictions"])
     assert agree >= 5, f"the page named the digits as the canvas set does for {agree} of 6 pairs"
