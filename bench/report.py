@@ -787,7 +787,10 @@ def _training_routes(data: dict | None) -> list[str]:
         done = [c for c in curve if c["cpu_minutes"] <= minutes + 1e-9]
         return f"{100 * done[-1]['both_right']:.1f}% ({done[-1]['pairs_seen']:,})" if done else ""
 
-    rows = [[name, r["what"], *(at(r["curve"], m) for m in marks)] for name, r in data["routes"].items()]
+    def end(curve: list[dict]) -> str:
+        return f"{100 * curve[-1]['both_right']:.1f}% after {curve[-1]['cpu_minutes']:.1f} ({curve[-1]['pairs_seen']:,})"
+
+    rows = [[name, r["what"], *(at(r["curve"], m) for m in marks), end(r["curve"])] for name, r in data["routes"].items()]
     return [
         "## Two roads to MultiMNIST at equal CPU time (bench/training_routes.py)",
         "",
@@ -795,7 +798,7 @@ def _training_routes(data: dict | None) -> list[str]:
         f"tenfold over them; both digits right on 1,000 fixed test pairs after the last epoch by that CPU minute, and the "
         f"pairs seen. Run on {data['machine']}.",
         "",
-        _table(["route", "network", *(f"{m} CPU min" for m in marks)], rows),
+        _table(["route", "network", *(f"{m} CPU min" for m in marks), "at the end"], rows),
         "",
     ]
 

@@ -269,6 +269,8 @@ def test_the_multimnist_training_record_is_the_cards():
     assert f"the rest in {len(gpu)} epochs on one {gpu[0]['device']} ({gpu_pairs:,} pairs in {gpu_seconds / 60:.1f} minutes" in prose
     assert f"{gpu_pairs / gpu_seconds:,.0f} pairs a second" in prose
     assert f"against {128 / max(cpu_steps):.0f} to {128 / min(cpu_steps):.0f} a second on the 2 cores" in prose
+    fewest, most = (gpu_pairs / gpu_seconds) / (128 / min(cpu_steps)), (gpu_pairs / gpu_seconds) / (128 / max(cpu_steps))
+    assert f"at about {round(fewest, -2):.0f} to {round(most, -2):.0f} times the pairs a second of the 2 cores" in prose
     by_images = re.search(r"Both right on 3,000 test pairs by epoch, the trained weights: (.*?): still gaining", prose).group(1)
     quoted = re.findall(r"([\d.]+)% after ([\d,.]+)(M?)", re.sub(r"\(.*?\)", "", by_images))
     assert len(quoted) >= 8
@@ -292,3 +294,20 @@ def test_the_gpu_runs_account_is_the_cards_history():
         f"{100 * first_end['test']['both_right']:.1f}% over {round((first_end['pairs_seen'] - start['pairs_seen']) / 1e6)}M pairs"
     ) in prose
     assert f"took it to {100 * last['test']['both_right']:.1f}% ({_pct(PAIRS['test']['both_right'])} on the 10,000" in prose
+
+
+def test_the_two_roads_are_the_benchmarks():
+    """docs/multimnist.md's two roads to the paper's figure, from bench/results/training_routes.json."""
+    routes = json.loads((REPO / "bench" / "results" / "training_routes.json").read_text())["routes"]
+    paper, light = routes["paper"]["curve"][-1], routes["separable-16"]["curve"][-1]
+    prose = _prose("docs/multimnist.md")
+    assert (
+        f"right on {100 * paper['both_right']:.1f}% of 1,000 test pairs after {paper['cpu_minutes']:.1f} CPU minutes and "
+        f"{paper['pairs_seen']:,} pairs"
+    ) in prose
+    assert f"{100 * light['both_right']:.1f}% after {light['cpu_minutes']:.1f} CPU minutes and {light['pairs_seen']:,} pairs" in prose
+    assert f"sees {light['pairs_seen'] / paper['pairs_seen']:.1f} times the pairs" in prose
+    assert all(
+        p["both_right"] > max(q["both_right"] for q in routes["separable-16"]["curve"] if q["cpu_minutes"] <= p["cpu_minutes"])
+        for p in routes["paper"]["curve"]
+    ), "the paper's network reads more right at every CPU minute"
