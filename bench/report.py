@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from statistics import median
 
@@ -23,15 +24,21 @@ def _best_in_process(model: dict | None, precision: str) -> float | None:
     return max((o["images_per_s"] for o in _in_process(model, precision)), default=None)
 
 
-def _ceiling(run: dict, p16: dict, cores: int, precision: str) -> list[str]:
+def _ceiling_ratio(run: dict, p16: dict, cores: int) -> tuple[float, float, float]:
     """The best paired ratio any request path could reach here: each /predict costs at least the model's CPU (its
     onnxruntime ms at 16 clients) and what a GET that does nothing costs the event loop and the client (bench/service.py
-    _floor); the in-process run costs its cores over its rate an image."""
+    _floor); the in-process run costs its cores over its rate an image. Returns (in-process ms an image, the least a
+    /predict can cost, what one costs today)."""
     in_process = median(p["in_process_images_per_s"] for p in run["paired"])
-    per_image = 1000.0 * cores / in_process
     model_ms, floor = p16["cpu"]["other_threads_ms"], run["floor"]["cpu"]
     least = model_ms + floor["event_loop_ms"] + floor["client_ms"]
     today = model_ms + p16["cpu"]["event_loop_ms"] + p16["cpu"]["client_ms"]
+    return 1000.0 * cores / in_process, least, today
+
+
+def _ceiling(run: dict, p16: dict, cores: int, precision: str) -> list[str]:
+    per_image, least, today = _ceiling_ratio(run, p16, cores)
+    model_ms, floor = p16["cpu"]["other_threads_ms"], run["floor"]["cpu"]
     return [
         f"ceiling of that ratio on {cores} cores: in-process CPU an image over the least a /predict can cost (its model CPU, "
         f"and the event loop and client CPU of `GET {run['floor']['path']}`)",
@@ -821,8 +828,8 @@ def _summary_service(svc: dict, model: dict) -> list[list[str]]:
     def at(run: dict | None, path: str, c: int) -> dict | None:
         return next((r for r in run["endpoints"][path] if r["concurrency"] == c), None) if run else None
 
-    def cells(fn: object) -> list[str]:
-        return [fn(p, run) if run else "" for p, run in runs.items()]  # type: ignore[operator]
+    def cells(fn: Callable[[str, dict], str]) -> list[str]:
+        return [fn(p, run) if run else "" for p, run in runs.items()]
 
     def p1(p: str, run: dict) -> str:
         b1 = next(o for o in _in_process(model, p) if o["batch"] == 1)
@@ -836,7 +843,8 @@ def _summary_service(svc: dict, model: dict) -> list[list[str]]:
     def ceiling(p: str, run: dict) -> str:
         if not (run.get("paired") and run.get("floor") and svc.get("cores")):
             return ""
-        return _ceiling(run, at(run, "/predict", 16), svc["cores"], p)[3].split(" = ", 1)[1].split(" ", 1)[0]
+        per_image, least, _ = _ceiling_ratio(run, at(run, "/predict", 16), svc["cores"])
+        return f"{per_image / least:.2f}"
 
     return [
         ["`/predict` PNG upload, 1 client", *cells(p1)],

@@ -103,17 +103,8 @@ class Server:
     def thread_cpu_seconds(self) -> tuple[float, float]:
         """CPU seconds so far of the server's event-loop thread (the main one) and of all its other threads
         (onnxruntime's, the batcher's inference threads, anyio's); what is gone with exited threads is not counted."""
-        main = other = 0.0
-        for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
-            try:
-                _, cpu = proc_stat(Path(f"/proc/{self.proc.pid}/task/{tid}/stat"))
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            if int(tid) == self.proc.pid:
-                main += cpu
-            else:
-                other += cpu
-        return main, other
+        roles = cpu_by_role(self.proc.pid)
+        return roles["event_loop"], roles["engine"] + roles["decode"] + roles["other"]
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> str:
         if self.proc.poll() is None:

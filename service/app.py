@@ -91,7 +91,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if grpc_server is not None:  # uvicorn has drained HTTP by now; gRPC's calls in flight get the same grace
             await grpc_server.stop(s.graceful_timeout_s)
         state.ready = False
-        await loading.stop_retiring(state)
+        await loading.stop_background(state)
         if state.batcher is not None:
             await state.batcher.stop()
         if state.bounded_pool is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Coroutine
 from contextlib import suppress
 from functools import partial
 from pathlib import Path
@@ -108,8 +109,7 @@ async def reload(state: AppState) -> str:
         state.models = new
         log.info("reloaded: %s %s now serves (was %s)", card.name, card.version, old.engine.card.version if old else "nothing")
         if old is not None:
-            state.retiring.add(task := asyncio.create_task(_retire(old, state.settings.request_timeout_s)))
-            task.add_done_callback(state.retiring.discard)
+            _in_background(state, _retire(old, state.settings.request_timeout_s))
         return card.version
 
 
@@ -123,9 +123,17 @@ async def _retire(old: Models, grace_s: float) -> None:
         log.info("%s retired", old.engine.card.version)
 
 
-async def stop_retiring(state: AppState) -> None:
-    """At shutdown: the versions still retiring stop now (their requests were drained with the rest)."""
-    for task in list(state.retiring):
+def _in_background(state: AppState, work: Coroutine[Any, Any, None]) -> None:
+    """`work` as a task the state holds until it ends (a task nobody holds may be collected mid-way)."""
+    task = asyncio.get_running_loop().create_task(work)
+    state.background.add(task)
+    task.add_done_callback(state.background.discard)
+
+
+async def stop_background(state: AppState) -> None:
+    """At shutdown: a reload under way and the versions still draining stop now (their requests were drained with the
+    rest)."""
+    for task in list(state.background):
         task.cancel()
         with suppress(asyncio.CancelledError):
             await task
@@ -138,5 +146,4 @@ def on_hangup(state: AppState) -> None:
         with suppress(LoadFailed):  # logged by reload
             await reload(state)
 
-    state.retiring.add(task := asyncio.get_running_loop().create_task(go()))
-    task.add_done_callback(state.retiring.discard)
+    _in_background(state, go())

@@ -64,7 +64,7 @@ class AppState:
     ready: bool = False
     unloaded: frozenset[str] = frozenset()  # models taken out of service by the repository extension's unload
     reloading: asyncio.Lock = field(default_factory=asyncio.Lock)  # one reload at a time (service/loading.py)
-    retiring: set[asyncio.Task] = field(default_factory=set)  # old versions draining after a reload, and SIGHUP's reloads
+    background: set[asyncio.Task] = field(default_factory=set)  # SIGHUP's reloads, and old versions draining after one
     api_keys: tuple[bytes, ...] = ()  # CAPSNET_API_KEYS_FILE's keys; none: no key asked (service/http/auth.py)
     failed: str | None = None  # why loading the models failed (the process then stops: service/app.py)
     stop: Callable[[], None] | None = None  # how to stop the process it serves in (`python -m service` sets it)
