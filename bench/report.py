@@ -141,6 +141,7 @@ def render(results_dir: Path) -> str:
     parts += _page(load("page"))
     parts += _pair_paths(load("pair_paths"))
     parts += _front(load("front"))
+    parts += _processes(load("processes"))
     parts += _training_routes(load("training_routes"))
     notes = results_dir / "NOTES.md"
     if notes.exists():
@@ -782,6 +783,26 @@ def _front(data: dict | None) -> list[str]:
             "",
         ]
     return out
+
+
+def _processes(data: dict | None) -> list[str]:
+    """bench/processes.py: CAPSNET_PROCESSES=1 against 2 (and 8 on 16 cores or more), /predict beside in-process INT8."""
+    if not data:
+        return []
+    keys = ("clients", "requests_per_s", "p50_ms", "p99_ms", "cpu_ms_per_request", "in_process_images_per_s", "ratio", "errors")
+    rows = [[n, *(r[k] for k in keys)] for n, runs in data["processes"].items() for r in runs]
+    return [
+        "## One process against several behind the port (bench/processes.py)",
+        "",
+        f"`CAPSNET_PROCESSES` worker processes on {data['cores']} cores, `/predict` with 28x28 PNG uploads, {data['duration_s']:g} s "
+        f"at each client count; each run bracketed by the INT8 file in process at batch {data['in_process_batch']} (its best), "
+        "and divided by their mean. CPU a request: the supervisor and its workers together, read from /proc.",
+        "",
+        _table(
+            ["processes", "clients", "requests/s", "p50 ms", "p99 ms", "CPU ms a request", "in process, images/s", "ratio", "errors"], rows
+        ),
+        "",
+    ]
 
 
 def _training_routes(data: dict | None) -> list[str]:

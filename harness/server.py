@@ -34,6 +34,40 @@ def process_cpu_seconds(pid: int) -> float:
     return proc_stat(Path(f"/proc/{pid}/stat"))[1]
 
 
+def children(pid: int) -> list[int]:
+    """The processes `pid` started that are alive now (a supervisor's workers: service/processes.py)."""
+    kids: list[int] = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            kids += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except FileNotFoundError:
+            continue
+    return kids
+
+
+def workers(pid: int) -> list[int]:
+    """A supervisor's worker processes alive now (its other child is multiprocessing's resource tracker)."""
+    out = []
+    for kid in children(pid):
+        try:
+            if b"spawn_main" in Path(f"/proc/{kid}/cmdline").read_bytes():
+                out.append(kid)
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def group_cpu_seconds(pid: int) -> float:
+    """CPU seconds so far of process `pid` and of the processes it started that are alive now, all threads together."""
+    total = process_cpu_seconds(pid)
+    for kid in children(pid):
+        try:
+            total += process_cpu_seconds(kid)
+        except FileNotFoundError:
+            continue
+    return total
+
+
 def cpu_by_role(pid: int) -> dict[str, float]:
     """CPU seconds so far of process `pid`'s threads alive now, by what they do as their names say (service/threads.py
     names them): `event_loop` (the main thread), `engine` (capsnet-infer-*: the model), `decode` (capsnet-decode: the

@@ -145,5 +145,7 @@ def on_hangup(state: AppState) -> None:
     async def go() -> None:
         with suppress(LoadFailed):  # logged by reload
             await reload(state)
+            if state.group is not None:  # a load through another worker may also have served an unloaded model again
+                state.unloaded = state.group.unloaded()
 
     _in_background(state, go())

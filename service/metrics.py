@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 PHASE_BUCKETS = (0.0001, 0.00025, 0.0005, *LATENCY_BUCKETS)
@@ -50,7 +51,15 @@ def progress() -> Progress:
 
 
 class Metrics:
-    def __init__(self) -> None:
+    """`multiprocess`: one of several worker processes behind one port (service/processes.py), whose counters and
+    histograms prometheus_client keeps in files that every worker's /metrics reads together (its multiprocess mode, on
+    because the supervisor set PROMETHEUS_MULTIPROC_DIR before the worker started). A gauge read from a function cannot
+    be shared that way: there it is a `livesum` gauge, set from its function by `refresh` (each worker every second, and
+    the scraped one at the scrape)."""
+
+    def __init__(self, multiprocess: bool = False) -> None:
+        self.multiprocess = multiprocess
+        self._live: list[tuple[Gauge, Callable[[], float]]] = []
         # Requests between arrival and answer (EdgeMiddleware), those of them whose body is still arriving
         # (service.http.body.read_limited), and the rest: what the service has work for. Changed on the event loop only;
         # `working` is its own count so that the batcher's thread reads it whole, in one read.
@@ -77,7 +86,6 @@ class Metrics:
         self.batch_size = Histogram(
             "capsnet_batch_size", "images per onnxruntime call", buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=self.registry
         )
-        self.queue_depth = Gauge("capsnet_queue_images", "images waiting for the model", registry=self.registry)
         self.batches = Counter(
             "capsnet_batches",
             "onnxruntime calls, by whether the service was working on other requests at the time (busy: the batch ran on "
@@ -93,19 +101,39 @@ class Metrics:
         )
         for phase in ABANDON_PHASES:
             self.abandoned.labels(phase)
-        Gauge("capsnet_requests_in_flight", "requests being served", registry=self.registry).set_function(lambda: self.in_flight)
-        Gauge("capsnet_requests_receiving", "requests being served whose body is still arriving", registry=self.registry).set_function(
-            lambda: self.receiving
-        )
+        self.live_gauge("capsnet_requests_in_flight", "requests being served", lambda: self.in_flight)
+        self.live_gauge("capsnet_requests_receiving", "requests being served whose body is still arriving", lambda: self.receiving)
 
-    def watch_decode_pool(self, jobs: Callable[[], int]) -> None:
-        """The decode pool's load, once there is a pool: what an operator reads to size CAPSNET_DECODE_WORKERS, and how
-        a test sees that a large body is being decoded off the loop while the loop answers."""
-        Gauge(
+    def live_gauge(self, name: str, documentation: str, read: Callable[[], float]) -> None:
+        """A gauge whose value is `read()` when scraped (summed over the workers when there are several)."""
+        if self.multiprocess:
+            self._live.append((Gauge(name, documentation, registry=self.registry, multiprocess_mode="livesum"), read))
+        else:
+            Gauge(name, documentation, registry=self.registry).set_function(read)
+
+    def watch(self, queued_images: Callable[[], int], decode_jobs: Callable[[], int]) -> None:
+        """The model queue and the decode pool, once they exist: the pool's load is what an operator reads to size
+        CAPSNET_DECODE_WORKERS, and how a test sees that a large body is being decoded off the loop while the loop answers."""
+        self.live_gauge("capsnet_queue_images", "images waiting for the model", queued_images)
+        self.live_gauge(
             "capsnet_decode_pool_jobs",
             "uploads being decoded and large bodies being parsed off the event loop, running or waiting for a thread",
-            registry=self.registry,
-        ).set_function(jobs)
+            decode_jobs,
+        )
+
+    def refresh(self) -> None:
+        """The live gauges' values into the shared files (several workers only)."""
+        for gauge, read in self._live:
+            gauge.set(read())
+
+    def exposition(self) -> bytes:
+        """The text /metrics answers: this process's registry, or every worker's files together."""
+        if not self.multiprocess:
+            return generate_latest(self.registry)
+        self.refresh()
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        return generate_latest(registry)
 
     @contextmanager
     def serving(self) -> Iterator[None]:

@@ -409,7 +409,11 @@ class Health(BaseModel):
 
 
 class Ready(BaseModel):
-    status: str = Field(examples=["ready"])
+    status: str = Field(
+        examples=["ready"],
+        description="`ready`; else (503) `loading`, `engine_unavailable` (a remote engine is not ready) or `processes_loading` "
+        "(one of several worker processes is not warm yet)",
+    )
     provider: str | None = Field(None, examples=["CPUExecutionProvider"])
     device: str | None = Field(None, examples=["CPU"])
     engine: str | None = Field(None, description="the remote engine's URL, with CAPSNET_ENGINE_URL (provider `remote`)")

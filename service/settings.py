@@ -24,6 +24,13 @@ class Settings(BaseSettings):
         le=65535,
         description="port of the Open Inference Protocol over gRPC (Triton's GRPCInferenceService), on `host`; unset: no gRPC",
     )
+    processes: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="worker processes serving the port (and the gRPC port), each with its own copy of the models "
+        "(service/processes.py); more than one lets every core take requests",
+    )
     api_keys_file: Path | None = Field(
         None,
         description="a file of API keys, one a line: with it, every request but the probes and the page needs "

@@ -15,6 +15,7 @@ from service.engine.protocol import InferenceEngine
 from service.engine.routing_inspector import RoutingInspector
 from service.engine.stats import ModelStats
 from service.engine.two_digit import DECODER_NAME, NAME, PairEngine
+from service.group import ProcessGroup
 from service.inputs.mnist_test_set import TestDigits
 from service.metrics import Metrics
 from service.payload_log import PayloadLog
@@ -69,6 +70,7 @@ class AppState:
     failed: str | None = None  # why loading the models failed (the process then stops: service/app.py)
     stop: Callable[[], None] | None = None  # how to stop the process it serves in (`python -m service` sets it)
     payload_log: PayloadLog | None = None  # a sample of inputs and outputs as JSON lines, when CAPSNET_PAYLOAD_LOG asks
+    group: ProcessGroup | None = None  # the worker processes this one serves beside (service/processes.py); None: alone
     tracing: Tracing | None = None  # OpenTelemetry, when the OTEL_* variables turn it on (service/tracing.py)
     # the Open Inference Protocol's statistics, counted from what /v2 served (service/routers/oip.py)
     oip_stats: dict[str, ModelStats] = field(default_factory=lambda: {name: ModelStats() for name in OIP_MODELS})

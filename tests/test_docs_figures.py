@@ -311,3 +311,13 @@ def test_the_two_roads_are_the_benchmarks():
         p["both_right"] > max(q["both_right"] for q in routes["separable-16"]["curve"] if q["cpu_minutes"] <= p["cpu_minutes"])
         for p in routes["paper"]["curve"]
     ), "the paper's network reads more right at every CPU minute"
+
+
+def test_the_processes_default_is_the_benchmarks():
+    """docs/scale-out.md's one process against two, from bench/results/processes.json."""
+    runs = json.loads((REPO / "bench" / "results" / "processes.json").read_text())["processes"]
+    rate = {(n, r["clients"]): r["requests_per_s"] for n, rows in runs.items() for r in rows}
+    assert (
+        f"{rate['1', 16]:.0f} against {rate['2', 16]:.0f} requests/s at 16 clients, {rate['1', 1]:.0f} against "
+        f"{rate['2', 1]:.0f} at 1 client"
+    ) in _prose("docs/scale-out.md")

@@ -281,7 +281,9 @@ class KeyInterceptor(grpc.aio.ServerInterceptor):
 class GrpcServer:
     """grpc.aio's server in the app's event loop, started and stopped by the app's lifespan (service/app.py)."""
 
-    def __init__(self, state: AppState, name: str, version: str) -> None:
+    def __init__(self, state: AppState, name: str, version: str, shared_port: bool = False) -> None:
+        """`shared_port`: one of several worker processes, which all bind the port and among which the kernel spreads
+        connections (service/processes.py)."""
         self.state = state
         self.server = grpc.aio.server(
             interceptors=[KeyInterceptor(state.api_keys)] if state.api_keys else [],
@@ -289,8 +291,8 @@ class GrpcServer:
                 # a message over the body limit is refused before it is read, as a REST body over it is
                 ("grpc.max_receive_message_length", state.settings.max_body_bytes),
                 ("grpc.max_send_message_length", -1),
-                # without this, a second process could bind the same port and take half the connections
-                ("grpc.so_reuseport", 0),
+                # alone, a second process must not bind the same port and take half the connections
+                ("grpc.so_reuseport", int(shared_port)),
             ],
         )
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(state, name, version), self.server)

@@ -128,6 +128,8 @@ async def server_ready(state: AppState) -> None:
     """503 until every model is loaded and warm, and while a remote engine says it is not ready."""
     if not state.ready:
         raise OIPError(503, "the models are loading; retry shortly", {"Retry-After": "1"})
+    if state.group is not None and not state.group.all_ready():
+        raise OIPError(503, "not every worker process is ready; retry shortly", {"Retry-After": "1"})
     if state.engine is not None and not await state.engine.check_ready():
         raise OIPError(503, f"the engine at {state.engine.describe().get('url')} is not ready", {"Retry-After": "1"})
 
@@ -169,6 +171,8 @@ async def load(state: AppState, name: str, overrides: list[str]) -> None:
     if name not in served(state):
         raise OIPError(400, f"failed to load '{name}': the model card has no multimnist entry")
     state.unloaded -= {name}
+    if state.group is not None:  # the other worker processes load too (service/processes.py)
+        state.group.others_reload(state.unloaded)
 
 
 def unload(state: AppState, name: str) -> None:
@@ -176,6 +180,8 @@ def unload(state: AppState, name: str) -> None:
     for a model with no available version; /predict and the page's routes answer 503 while `capsnet` is out."""
     known(name, "")
     state.unloaded |= {name}
+    if state.group is not None:
+        state.group.others_unload(state.unloaded)
 
 
 # ---- running a model ----

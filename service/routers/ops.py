@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnxruntime as ort
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from service.deps import ReadyDep, StateDep
 from service.engine.tensors import ORT_TYPES
@@ -31,6 +31,12 @@ async def readyz(state: StateDep) -> JSONResponse:
     engine = state.engine
     if not state.ready or engine is None:
         return JSONResponse({"status": "loading", "provider": None, "device": None}, status_code=503, headers={"Retry-After": "1"})
+    if state.group is not None and not state.group.all_ready():  # one of several processes: ready when the whole is
+        return JSONResponse(
+            {"status": "processes_loading", "provider": engine.provider, "device": engine.device},
+            status_code=503,
+            headers={"Retry-After": "1"},
+        )
     # ready only while the engine is: a remote one's health is checked at most once a second
     body = {"provider": engine.provider, "device": engine.device}
     if (url := engine.describe().get("url")) is not None:
@@ -91,6 +97,4 @@ async def model(state: ReadyDep) -> JSONResponse:
     responses={200: {"content": {"text/plain": {"example": 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"} 3.0'}}}},
 )
 async def metrics(state: StateDep) -> Response:
-    if state.batcher is not None:
-        state.metrics.queue_depth.set(state.batcher.queued_images)
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

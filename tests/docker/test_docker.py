@@ -335,11 +335,12 @@ def test_compose_environment_names_real_settings_with_the_service_defaults():
     service_defaults = _settings_from_env({})
     fields = {k.removeprefix("CAPSNET_").lower() for k in env}
     assert fields <= set(service_defaults), f"unknown settings: {sorted(fields - set(service_defaults))}"
-    # host, port and weights_dir are pinned to the image layout; the tunables keep the
-    # service's own defaults so that compose and `python -m service` behave alike
-    for name in sorted(fields - {"host", "port", "weights_dir", "grpc_port"}):
+    # host, port and weights_dir are pinned to the image layout, and a GPU host runs several processes; the other
+    # tunables keep the service's own defaults so that compose and `python -m service` behave alike
+    for name in sorted(fields - {"host", "port", "weights_dir", "grpc_port", "processes"}):
         assert from_compose[name] == service_defaults[name], name
     assert from_compose["host"] == "0.0.0.0" and from_compose["port"] == 8000
+    assert from_compose["processes"] == 4 and service_defaults["processes"] == 1
 
 
 # --------------------------------------------------------------------------- Dockerfile

@@ -1,0 +1,201 @@
+"""Serving a port: one process, or several behind it so that every core of a host takes requests.
+
+One process answers HTTP on one event loop, and on a GPU host that loop's CPU, not the model, sets the rate
+(docs/performance.md). With CAPSNET_PROCESSES=N, `python -m service` binds the port itself and starts N worker processes
+that accept from its one listening socket: the kernel hands a connection to whichever worker accepts first, so a busy
+worker takes fewer, and a worker that is not warm yet takes none (a worker loads its models before it accepts). Each
+worker has its own copy of the models and its own batcher, and serves gRPC on the gRPC port too (SO_REUSEPORT: the
+kernel spreads the connections). What makes N processes one service:
+
+- /metrics: prometheus_client's multiprocess mode. Every worker keeps its counters and histograms in files in one
+  directory, and whichever worker is scraped reads them all (service/metrics.py); one scrape target, as before.
+- /readyz, /v2/health/ready: ready when every worker is warm (each marks itself in the group's directory).
+- SIGTERM: passed to every worker, each drains as one process does; the supervisor exits when all have.
+- SIGHUP: passed to every worker, each reloads the weights without downtime (service/loading.py). A load or an unload
+  through the model repository extension is done by the worker that took it, which then asks the supervisor (SIGUSR1,
+  SIGUSR2) to have the others do the same.
+- A worker that dies is replaced. Its connections are lost with it (a client sees them closed); the others accept every
+  new one until its replacement is warm, and /readyz answers 503 meanwhile. A worker that fails to start (weights that
+  do not load) stops the service, as one process would: a start-up failure repeats on every try.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from multiprocessing import resource_tracker
+from pathlib import Path
+
+import uvicorn
+from prometheus_client import multiprocess
+
+from service.app import create_app
+from service.group import RELOAD_OTHERS, UNLOAD_OTHERS, ProcessGroup
+from service.http.auth import KeysError
+from service.settings import Settings, get_settings
+from service.tracing import LogContext
+
+log = logging.getLogger("capsnet.processes")
+
+STARTUP_FAILURE = 3  # uvicorn's code for a server that never started
+METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client reads it when imported
+HANDLED = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2}
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def configure_logging(s: Settings) -> None:
+    # a line written while a request is served names it, and its trace when it is traced (service/tracing.py)
+    logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(LogContext())
+
+
+def _config(app: object, s: Settings) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=s.host,
+        port=s.port,
+        workers=1,
+        lifespan="on",
+        log_level=s.log_level.lower(),
+        timeout_graceful_shutdown=int(s.graceful_timeout_s),
+        timeout_keep_alive=s.keepalive_timeout_s,
+        access_log=False,
+        server_header=False,
+    )
+
+
+def serve(s: Settings, group: ProcessGroup | None = None, sockets: list[socket.socket] | None = None) -> int:
+    """One process's server until it stops; its exit code. Alone it binds the port and answers from the first second
+    (503 while the models load); in a group it accepts on the supervisor's socket once its models are warm."""
+    try:
+        app = create_app(s, load_in_background=group is None, group=group)
+    except KeysError as e:
+        log.error("cannot start: %s", e)
+        return STARTUP_FAILURE
+    server = uvicorn.Server(_config(app, s))
+    app.state.capsnet.stop = lambda: setattr(server, "should_exit", True)  # models that fail to load end the process
+    server.run(sockets)
+    return STARTUP_FAILURE if not server.started or app.state.capsnet.failed else 0
+
+
+def _drain_when_orphaned() -> None:
+    """A supervisor killed outright (SIGKILL, OOM) cannot pass SIGTERM on: the kernel sends it to its workers instead
+    (Linux's PR_SET_PDEATHSIG), so none goes on serving a port that nobody supervises."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() == 1:  # the supervisor was gone before the line above
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _worker(sock: socket.socket, group: ProcessGroup) -> None:
+    """A worker process's entry (spawned: a fresh interpreter, whose environment names the metrics directory)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)  # the supervisor's mask outlives the exec
+    _drain_when_orphaned()
+    s = get_settings()
+    configure_logging(s)
+    sys.exit(serve(s, group, [sock]))
+
+
+class Supervisor:
+    """Starts the workers, passes signals on, replaces a worker that dies, and stops when they all have."""
+
+    def __init__(self, s: Settings) -> None:
+        self.settings = s
+        self.spawn = multiprocessing.get_context("spawn")
+        self.workers: list[multiprocessing.process.BaseProcess] = []
+        self.stopping_since: float | None = None
+        self.code = 0
+
+    def run(self) -> int:
+        s = self.settings
+        sock = _config("service.app:create_app", s).bind_socket()
+        metrics_dir = Path(os.environ.get(METRICS_DIR_ENV) or tempfile.mkdtemp(prefix="capsnet-metrics-"))
+        metrics_dir.mkdir(parents=True, exist_ok=True)
+        for stale in metrics_dir.glob("*.db"):  # a previous run's counts are not this one's
+            stale.unlink()
+        os.environ[METRICS_DIR_ENV] = str(metrics_dir)
+        group = ProcessGroup(s.processes, Path(tempfile.mkdtemp(prefix="capsnet-group-")))
+        (group.directory / "ready").mkdir()
+        # the signals are taken one at a time below, with the sender's pid; multiprocessing's resource tracker is started
+        # first, as starting it unblocks SIGTERM
+        resource_tracker.ensure_running()
+        signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+        log.info("%d worker processes on %s:%d (metrics in %s)", s.processes, s.host, s.port, metrics_dir)
+        try:
+            self.workers = [self._start(sock, group) for _ in range(s.processes)]
+            while self.workers:
+                info = signal.sigtimedwait(HANDLED, 0.5)
+                if info is not None:
+                    self._on_signal(info.si_signo, info.si_pid)
+                self._reap(sock, group)
+                self._hurry()
+        finally:
+            sock.close()
+            shutil.rmtree(group.directory, ignore_errors=True)
+        log.info("stopped")
+        return self.code
+
+    def _start(self, sock: socket.socket, group: ProcessGroup) -> multiprocessing.process.BaseProcess:
+        worker = self.spawn.Process(target=_worker, args=(sock, group), name="capsnet-worker")
+        worker.start()
+        log.info("worker %d started", worker.pid)
+        return worker
+
+    def _on_signal(self, signo: int, sender: int) -> None:
+        if signo in (signal.SIGTERM, signal.SIGINT):
+            self._stop(0)
+            return
+        if self.stopping_since is not None:
+            return
+        passed = {signal.SIGHUP: signal.SIGHUP, RELOAD_OTHERS: signal.SIGHUP, UNLOAD_OTHERS: UNLOAD_OTHERS}[signo]
+        for worker in self.workers:
+            if worker.pid != sender and worker.exitcode is None:
+                os.kill(worker.pid, passed)  # type: ignore[arg-type]
+
+    def _stop(self, code: int) -> None:
+        if self.stopping_since is None:
+            self.stopping_since, self.code = time.monotonic(), code
+            log.info("stopping: the workers drain")
+            for worker in self.workers:
+                if worker.exitcode is None:
+                    os.kill(worker.pid, signal.SIGTERM)  # type: ignore[arg-type]
+
+    def _hurry(self) -> None:
+        """A worker still there well past the drain's grace is killed."""
+        if self.stopping_since is not None and time.monotonic() - self.stopping_since > self.settings.graceful_timeout_s + 10:
+            for worker in self.workers:
+                if worker.exitcode is None:
+                    worker.kill()
+
+    def _reap(self, sock: socket.socket, group: ProcessGroup) -> None:
+        for worker in list(self.workers):
+            if worker.exitcode is None:
+                continue
+            worker.join()
+            group.mark_gone(worker.pid)
+            multiprocess.mark_process_dead(worker.pid)  # its live gauges go; its counts stay in the sums
+            if self.stopping_since is not None:
+                self.workers.remove(worker)
+            elif worker.exitcode == STARTUP_FAILURE:
+                log.error("worker %d could not start: stopping", worker.pid)
+                self.workers.remove(worker)
+                self._stop(STARTUP_FAILURE)
+            else:
+                log.error("worker %d died (exit code %s): replacing it", worker.pid, worker.exitcode)
+                self.workers[self.workers.index(worker)] = self._start(sock, group)
+
+
+def main() -> None:
+    s = get_settings()
+    configure_logging(s)
+    sys.exit(serve(s) if s.processes == 1 else Supervisor(s).run())

@@ -1,0 +1,197 @@
+"""Several worker processes behind one port (CAPSNET_PROCESSES, service/processes.py), driven as `python -m service`: they
+answer as one process does, their metrics add up, they drain on SIGTERM, a killed one is replaced while clients are
+answered, and a load or an unload through one of them reaches all."""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+
+from harness.payloads import digit_pngs
+from harness.server import Server, free_port, process_cpu_seconds, workers
+from tests.service.test_loading import new_version, weights_dir
+
+PNGS = digit_pngs(12)
+
+
+def predict(url: str, png: bytes) -> httpx.Response:
+    """On a connection of its own, which the kernel hands to whichever worker accepts it."""
+    return httpx.post(url + "/predict", files={"file": ("d.png", png, "image/png")}, timeout=60)
+
+
+def counted(metrics: str, endpoint: str) -> float:
+    m = re.search(rf'^capsnet_requests_total{{endpoint="{re.escape(endpoint)}",method="POST",status="200"}} (\S+)$', metrics, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def wait_for(condition, timeout: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    weights = weights_dir(tmp_path_factory.mktemp("group"))
+    grpc_port = free_port()
+    server = Server({"CAPSNET_PROCESSES": "2", "CAPSNET_GRPC_PORT": str(grpc_port)}, weights=weights).wait_ready(120)
+    yield server, weights, grpc_port
+    server.stop()
+
+
+def test_two_processes_answer_as_one_does_and_both_serve(group):
+    """The same uploads give the same capsules from a single process and from the group, and both workers took some."""
+    server, _, _ = group
+    single = Server().wait_ready(120)
+    try:
+        alone = [predict(single.url, p).json() for p in PNGS]
+    finally:
+        single.stop()
+    pids = workers(server.proc.pid)
+    assert len(pids) == 2
+    cpu = {pid: process_cpu_seconds(pid) for pid in pids}
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda p: predict(server.url, p), PNGS * 4))
+    assert {r.status_code for r in together} == {200}
+    for i, r in enumerate(together):
+        answer, reference = r.json(), alone[i % len(PNGS)]
+        assert answer["prediction"] == reference["prediction"]
+        np.testing.assert_allclose(answer["lengths"], reference["lengths"], atol=2e-3)
+    assert all(process_cpu_seconds(pid) - cpu[pid] > 0.05 for pid in pids), "each worker served some of them"
+
+
+def test_metrics_add_up_over_the_workers_whichever_is_scraped(group):
+    server, _, _ = group
+    before = counted(httpx.get(server.url + "/metrics").text, "/predict")
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        statuses = [r.status_code for r in pool.map(lambda p: predict(server.url, p), PNGS * 2)]
+    assert statuses == [200] * len(PNGS) * 2
+    scrapes = [httpx.get(server.url + "/metrics").text for _ in range(6)]  # each on its own connection: either worker
+    assert {counted(text, "/predict") - before for text in scrapes} == {len(PNGS) * 2}
+    assert all("capsnet_requests_in_flight" in text and "capsnet_queue_images" in text for text in scrapes)
+
+
+def test_the_group_serves_grpc_from_every_worker(group):
+    """gRPC clients, each on a connection of its own, are all answered; health says SERVING."""
+    server, _, grpc_port = group
+    x = np.zeros((1, 1, 28, 28), np.float32)
+    for _ in range(6):
+        client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+        try:
+            assert client.is_server_ready()
+            inp = grpcclient.InferInput("image", list(x.shape), "FP32")
+            inp.set_data_from_numpy(x)
+            assert client.infer("capsnet", [inp]).as_numpy("lengths").shape == (1, 10)
+        finally:
+            client.close()
+
+
+def test_a_load_or_an_unload_through_one_worker_reaches_them_all(group):
+    """The repository extension's load lands on one worker; every answer after it, from either worker, names the new
+    version. An unload likewise takes the model out of every worker until a load brings it back."""
+    server, weights, _ = group
+    after = new_version(weights, "group")
+    r = httpx.post(server.url + "/v2/repository/models/capsnet/load", timeout=120)
+    assert r.status_code == 200, r.text
+
+    def versions() -> set[str]:
+        return {predict(server.url, PNGS[0]).json()["model"]["version"] for _ in range(12)}
+
+    wait_for(lambda: versions() == {after}, what="new version on every worker")
+    assert httpx.post(server.url + "/v2/repository/models/capsnet/unload").status_code == 200
+    wait_for(lambda: {predict(server.url, PNGS[0]).status_code for _ in range(12)} == {503}, what="unload on every worker")
+    assert httpx.post(server.url + "/v2/repository/models/capsnet/load", timeout=120).status_code == 200
+    wait_for(lambda: {predict(server.url, PNGS[0]).status_code for _ in range(12)} == {200}, what="load on every worker")
+
+
+def test_a_killed_worker_is_replaced_while_clients_are_answered(tmp_path):
+    """SIGKILL one worker under load: the requests it held are lost with it (their connections close), every other
+    request is answered 200 by the other worker, /readyz says 503 until the replacement is warm, then 200."""
+    server = Server({"CAPSNET_PROCESSES": "2"}, weights=weights_dir(tmp_path)).wait_ready(120)
+    try:
+        victim, survivor = workers(server.proc.pid)
+        results: list[int | str] = []
+        stop = threading.Event()
+
+        def client() -> None:
+            while not stop.is_set():
+                try:
+                    results.append(predict(server.url, PNGS[len(results) % len(PNGS)]).status_code)
+                except httpx.TransportError as e:
+                    results.append(type(e).__name__)
+
+        threads = [threading.Thread(target=client) for _ in range(3)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(results) >= 10, what="requests before the kill")
+        os.kill(victim, signal.SIGKILL)
+        at_kill = len(results)
+        wait_for(lambda: len(set(workers(server.proc.pid)) - {survivor}) == 1, what="replacement")
+        wait_for(lambda: httpx.get(server.url + "/readyz").status_code == 200, timeout=120, what="ready again")
+        wait_for(lambda: len(results) >= at_kill + 30, what="requests after the replacement")
+        stop.set()
+        for t in threads:
+            t.join(60)
+        failed = [r for r in results if r != 200]
+        assert len(failed) <= 3, f"only the requests the killed worker held are lost: {failed}"
+        assert all(isinstance(r, str) for r in failed), failed  # lost connections, never an error answer
+        assert survivor in workers(server.proc.pid) and victim not in workers(server.proc.pid)
+    finally:
+        server.stop()
+
+
+def test_sigterm_drains_every_worker_with_nothing_lost(tmp_path):
+    """Requests in flight on both workers when the supervisor gets SIGTERM are all answered; then it exits 0."""
+    server = Server({"CAPSNET_PROCESSES": "2"}, weights=weights_dir(tmp_path)).wait_ready(120)
+    pids = workers(server.proc.pid)
+    cpu = {pid: process_cpu_seconds(pid) for pid in pids}
+    body = {"images": [base64.b64encode(p).decode() for p in PNGS] * 5}  # 60 images: a request that takes a while
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(httpx.post, server.url + "/predict/batch", json=body, timeout=120) for _ in range(8)]
+        wait_for(lambda: all(process_cpu_seconds(pid) - cpu[pid] > 0.2 for pid in pids), what="both workers busy")
+        server.proc.send_signal(signal.SIGTERM)
+        answers = [f.result() for f in futures]
+    assert [r.status_code for r in answers] == [200] * 8
+    assert all(len(r.json()["results"]) == 60 for r in answers)
+    assert server.proc.wait(60) == 0
+    server.stop()
+
+
+def test_a_worker_that_cannot_start_stops_the_group(tmp_path):
+    weights = weights_dir(tmp_path)
+    (weights / "capsnet.onnx").unlink()
+    (weights / "capsnet.onnx").write_bytes(b"not a graph")
+    server = Server({"CAPSNET_PROCESSES": "2", "CAPSNET_PRECISION": "fp32"}, weights=weights)
+    try:
+        assert server.proc.wait(120) == 3
+    finally:
+        server.stop()
+    assert "could not start" in server.output()
+
+
+def test_workers_do_not_outlive_a_killed_supervisor(tmp_path):
+    """A supervisor killed outright cannot pass SIGTERM on; its workers get it from the kernel, drain and exit."""
+    server = Server({"CAPSNET_PROCESSES": "2"}, weights=weights_dir(tmp_path)).wait_ready(120)
+    pids = workers(server.proc.pid)
+    server.proc.kill()
+    server.proc.wait(10)
+
+    def alive(pid: int) -> bool:
+        try:
+            return "zombie" not in Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return False
+
+    wait_for(lambda: not any(alive(pid) for pid in pids), what="workers gone")
