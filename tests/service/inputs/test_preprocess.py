@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from PIL import Image
 
-from service.inputs.preprocess import centre_of_mass, find_digit, fit_and_centre, flatten_alpha, to_mnist, uniform_paper
+from service.inputs.preprocess import _median, centre_of_mass, find_digit, fit_and_centre, flatten_alpha, to_mnist, uniform_paper
 from tests.service import realworld
 
 
@@ -171,3 +171,9 @@ def test_any_colour_array_with_alpha_gives_a_valid_input(arr, a):
     alpha = np.full(arr.shape[:2], a, dtype=np.float32)
     out = to_mnist(arr, alpha)
     assert out.shape == (28, 28) and np.isfinite(out).all() and out.min() >= 0.0 and out.max() <= 1.0
+
+
+@given(arrays(np.float32, st.integers(1, 300), elements=st.floats(0, 1, width=32)))
+def test_the_median_is_numpys(values):
+    """The paper's level and the ink's are read by a median of our own (one sort): the same value np.median gives."""
+    assert _median(values) == float(np.median(values))
