@@ -49,7 +49,7 @@ def flatten_alpha(rgb: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """Composite onto a background that contrasts with the opaque strokes.
 
     A canvas export is often ink on transparency; white ink flattened onto white would vanish, so the
-    background is chosen from the strokes' own brightness.
+    background is chosen from the strokes' own brightness (their luma, once `rgb` is grey).
     """
     a = np.clip(alpha, 0.0, 1.0)
     if rgb.ndim == 3:
@@ -450,8 +450,10 @@ def drawing_to_mnist(alpha: np.ndarray, size: int = 28, box: int = 20) -> np.nda
 def to_mnist(pixels: np.ndarray, alpha: np.ndarray | None = None, size: int = 28, box: int = 20) -> np.ndarray:
     """Any picture of a digit, values in [0,1] ([H,W] grey or [H,W,3] colour, optional alpha [H,W]),
     -> float32 [size,size], background 0 and ink up to 1, as MNIST; all zeros when no digit is found."""
-    x = np.asarray(pixels, dtype=np.float32)
+    # grey first: luma is a weighted mean of the channels, so compositing after it gives the same grey image for a third
+    # of the work (a 280x280 canvas export: 1.2 ms less, BENCHMARKS.md's notes)
+    x = to_grey(np.asarray(pixels, dtype=np.float32))
     x = np.fmax(np.minimum(x, 1.0), 0.0)  # into [0,1]; NaN -> 0 (minimum keeps a NaN, fmax drops it)
     if alpha is not None:
         x = flatten_alpha(x, np.nan_to_num(np.asarray(alpha, dtype=np.float32), nan=1.0))
-    return fit_and_centre(find_digit(shrink(to_grey(x), WORK_SIDE)), size, box)
+    return fit_and_centre(find_digit(shrink(x, WORK_SIDE)), size, box)
