@@ -795,8 +795,9 @@ def _processes(data: dict | None) -> list[str]:
         "## One process against several behind the port (bench/processes.py)",
         "",
         f"`CAPSNET_PROCESSES` worker processes on {data['cores']} cores, `/predict` with 28x28 PNG uploads, {data['duration_s']:g} s "
-        f"at each client count; each run bracketed by the INT8 file in process at batch {data['in_process_batch']} (its best), "
-        "and divided by their mean. CPU a request: the supervisor and its workers together, read from /proc.",
+        f"at each client count, the servers taken in turn for {data.get('rounds', 1)} rounds (the median of them below); each "
+        f"run bracketed by the INT8 file in process at batch {data['in_process_batch']} (its best), and divided by their mean. "
+        "CPU a request: the supervisor and its workers together, read from /proc.",
         "",
         _table(
             ["processes", "clients", "requests/s", "p50 ms", "p99 ms", "CPU ms a request", "in process, images/s", "ratio", "errors"], rows

@@ -317,7 +317,16 @@ def test_the_processes_default_is_the_benchmarks():
     """docs/scale-out.md's one process against two, from bench/results/processes.json."""
     runs = json.loads((REPO / "bench" / "results" / "processes.json").read_text())["processes"]
     rate = {(n, r["clients"]): r["requests_per_s"] for n, rows in runs.items() for r in rows}
+    cpu = {(n, r["clients"]): r["cpu_ms_per_request"] for n, rows in runs.items() for r in rows}
     assert (
         f"{rate['1', 16]:.0f} against {rate['2', 16]:.0f} requests/s at 16 clients, {rate['1', 1]:.0f} against "
-        f"{rate['2', 1]:.0f} at 1 client"
+        f"{rate['2', 1]:.0f} at 1 client, {cpu['1', 16]:.1f} against {cpu['2', 16]:.1f} ms of CPU a request at 16 clients"
     ) in _prose("docs/scale-out.md")
+
+
+def test_the_pages_drawing_costs_within_a_millisecond_of_a_small_upload():
+    """docs/performance.md: the page's canvas (JSON, source canvas) within a millisecond of CPU of a 28x28 PNG upload."""
+    rows = json.loads((REPO / "bench" / "results" / "front.json").read_text())["service"]
+    small, page = rows["/predict, 28x28 PNG (multipart)"], rows["/predict, the page's canvas (JSON, source canvas)"]
+    assert "within\na millisecond of CPU of a 28x28 upload" in (REPO / "docs" / "performance.md").read_text()
+    assert page["front_ms"] - small["front_ms"] < 1.0 and page["process_ms"] - small["process_ms"] < 1.0
