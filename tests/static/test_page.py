@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 import pytest
 
+from harness.server import Server
 from tests.conftest import WEIGHTS, committed_pairs, fewest
 from tests.static.pages import WAIT_MS, Watch, open_page
 
@@ -205,6 +206,31 @@ def test_drawn_digit_is_recognised(session: tuple[Any, Watch], digit: int, strok
     # provider and round-trip time
     expect(page.get_by_test_id("provider")).to_have_text(re.compile(r"(CPU|GPU).*ExecutionProvider"))
     expect(page.get_by_test_id("rtt")).to_have_text(re.compile(r"\d+(\.\d+)? ms"))
+
+
+def test_the_page_is_the_same_over_several_processes(browser: Any, pair_weights: Path) -> None:
+    """Behind two worker processes (CAPSNET_PROCESSES=2) each of the page's requests may land on either: it reads three
+    drawings, its sliders redraw, and nothing goes wrong or leaves 127.0.0.1, as against one process."""
+    server = Server({"CAPSNET_PROCESSES": "2", "CAPSNET_LOG_LEVEL": "warning"}, weights=pair_weights).wait_ready(120)
+    try:
+        context, page, watch = open_page(browser, server.url)
+        for i, (digit, strokes) in enumerate(((1, ONE), (0, ZERO), (7, SEVEN))):
+            if i:
+                page.get_by_test_id("clear").click()
+            draw(page, strokes, steps=8)
+            wait_predicted(page, digit)
+            wait_settled(page)
+        original = src(page, "reconstruction")
+        slider = page.get_by_test_id("pose-slider-0")
+        slider.focus()
+        for _ in range(10):
+            page.keyboard.press("ArrowRight")
+        wait_src_change(page, "reconstruction", original)
+        assert watch.predict_count >= 3
+        context.close()
+        watch.check()
+    finally:
+        server.stop()
 
 
 def test_live_prediction_while_drawing(session: tuple[Any, Watch]) -> None:
