@@ -5,12 +5,15 @@ Why more than the second capsule's length: the two-digit network always has a se
 digit that arrives larger than training drew lone digits (an upload or a drawing is scaled to fill the canvas), it is
 often half long. What tells a second digit apart is read together:
 
-- lengths: the three longest capsules (a second digit has a long second and a short third);
+- lengths: the four longest capsules (a second digit has a long second and a short third; the fourth tells a short
+  third that is the network's doubt about one digit from one that is a third's leftover beside two);
 - redraw: how much of the input the longest capsule's redrawing explains, and how much the second's adds to it. A lone
   digit is explained by the first alone; a second digit's ink is there only in the second redrawing.
 
-(How well the second redrawing alone explains the input, and how much the two redrawings overlap, were tried beside
-these and changed no figure by more than the sets' noise.)
+(How well the second redrawing alone explains the input, how much the two redrawings overlap, the amount of ink, and a
+read-out fitted for each path apart were tried beside these and changed no figure by more than the sets' noise; the
+fourth length lowered the sum of the three paths' worse mistakes by 1.3, 1.3 and 0.4 points in three shuffles of a
+5-fold cross-validation on the calibration digits, the canvas's most: 0.4-0.8.)
 
 A logistic read-out scores the standardised signals; two digits where score >= threshold. It is fitted on training
 digits, alone and in pairs, as they arrive through each of the service's paths (PATHS: JSON pixels, uploaded pictures,
@@ -26,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-SIGNAL_NAMES = ("first_length", "second_length", "third_length", "first_explains", "second_adds")
+SIGNAL_NAMES = ("first_length", "second_length", "third_length", "fourth_length", "first_explains", "second_adds")
 PATHS = ("pixels", "upload", "canvas")  # how an input reached the network: JSON pixels, a picture, the page's drawing
 
 
 def signals(lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray) -> np.ndarray:
-    """lengths [N,10], the two longest capsules' redrawings [N,2,1,S,S] (longest first), inputs [N,1,S,S] -> [N,5]."""
-    ranked = -np.sort(-lengths, axis=1)[:, :3]
+    """lengths [N,10], the two longest capsules' redrawings [N,2,1,S,S] (longest first), inputs [N,1,S,S] -> [N,6]."""
+    ranked = -np.sort(-lengths, axis=1)[:, :4]
     x = images.reshape(len(images), -1).astype(np.float64)
     r = reconstructions.reshape(len(images), 2, -1).astype(np.float64)
     ink = np.maximum(np.square(x).sum(1), 1.0)  # a few pixels of ink at least: a speck's ratios stay finite
@@ -43,9 +46,9 @@ def signals(lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray
 
 @dataclass(frozen=True)
 class PairRule:
-    mean: np.ndarray  # [5]
-    scale: np.ndarray  # [5]
-    weight: np.ndarray  # [5]
+    mean: np.ndarray  # [6]
+    scale: np.ndarray  # [6]
+    weight: np.ndarray  # [6]
     bias: float
     threshold: float  # for a path without one of its own
     thresholds: Mapping[str, float] = field(default_factory=dict)  # path -> its threshold
@@ -76,7 +79,7 @@ class PairRule:
         return self.thresholds.get(path, self.threshold) if path is not None else self.threshold
 
     def two(self, s: np.ndarray, path: str | None = None) -> np.ndarray:
-        """signals [N,5] of inputs that came by `path` -> [N] bool: a second digit is there."""
+        """signals [N,6] of inputs that came by `path` -> [N] bool: a second digit is there."""
         return self.score(s) >= self.at(path)
 
 

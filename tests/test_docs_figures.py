@@ -52,6 +52,13 @@ QUOTES = [
         f"(both named {_pct(HELD['upload']['pairs_both_named'], 0)} uploaded, {_pct(HELD['canvas']['pairs_both_named'], 0)}\n"
         f"drawn, against {_pct(HELD['pixels']['pairs_both_named'], 0)})",
     ),
+    (
+        "docs/multimnist.md",
+        "canvas) to {:.1f}, {:.1f} and {:.1f}%, pairs answered as one from 1.7, 2.8 and 4.5% to {:.1f}, {:.1f} and {:.1f}%".format(
+            *(100 * HELD[p]["lone_called_two"] for p in ("pixels", "upload", "canvas")),
+            *(100 * HELD[p]["pairs_called_one"] for p in ("pixels", "upload", "canvas")),
+        ),
+    ),
     ("docs/page-decoder.md", f"first load stays as it was ({round(PAGE['page_first_load_bytes'] / 1000)} KB)"),
     ("docs/page-decoder.md", f"`decoder.onnx` ({CARD['files']['decoder.onnx']['bytes'] / 1e6:.1f} MB)"),
     ("docs/page-decoder.md", f"`multimnist-decoder.onnx` ({PAIRS['files']['multimnist-decoder.onnx']['bytes'] / 1e6:.1f} MB)"),

@@ -13,14 +13,14 @@ def test_signals_read_what_the_second_redrawing_adds() -> None:
     one, other = np.zeros((side, side), np.float32), np.zeros((side, side), np.float32)
     one[:, 1], other[:, 6] = 1.0, 1.0  # two strokes apart
     pair = np.minimum(one + other, 1.0)[None, None]
-    lengths = np.tile(np.array([[0.9, 0.8, 0.1, 0, 0, 0, 0, 0, 0, 0]], np.float32), (2, 1))
+    lengths = np.tile(np.array([[0.9, 0.8, 0.1, 0.05, 0, 0, 0, 0, 0, 0]], np.float32), (2, 1))
     images = np.concatenate([pair, one[None, None]])
     recon = np.stack([np.stack([one, other])[:, None], np.stack([one, one])[:, None]])  # [2,2,1,S,S]
     s = signals(lengths, recon, images)
     assert s.shape == (2, len(SIGNAL_NAMES))
-    np.testing.assert_allclose(s[:, :3], [[0.9, 0.8, 0.1]] * 2)
-    assert s[0, 3] == pytest.approx(0.5) and s[0, 4] == pytest.approx(0.5)  # the pair: half explained by each redrawing
-    assert s[1, 3] == pytest.approx(1.0) and s[1, 4] == pytest.approx(0.0)  # the lone stroke: the second adds nothing
+    np.testing.assert_allclose(s[:, :4], [[0.9, 0.8, 0.1, 0.05]] * 2)
+    assert s[0, 4] == pytest.approx(0.5) and s[0, 5] == pytest.approx(0.5)  # the pair: half explained by each redrawing
+    assert s[1, 4] == pytest.approx(1.0) and s[1, 5] == pytest.approx(0.0)  # the lone stroke: the second adds nothing
 
 
 def test_a_fitted_rule_keeps_each_paths_worse_mistake_low_with_its_own_threshold() -> None:
@@ -28,7 +28,7 @@ def test_a_fitted_rule_keeps_each_paths_worse_mistake_low_with_its_own_threshold
 
     def path(shift: float, n: int = 400) -> tuple[np.ndarray, np.ndarray]:
         two = np.arange(n) >= n // 2
-        s = rng.normal(0.0, 1.0, (n, len(SIGNAL_NAMES))) + np.where(two, 2.0, 0.0)[:, None] * np.r_[0, 1, 0, 0, 1] + shift
+        s = rng.normal(0.0, 1.0, (n, len(SIGNAL_NAMES))) + np.where(two, 2.0, 0.0)[:, None] * np.r_[0, 1, 0, 0, 0, 1] + shift
         return s.astype(np.float32), two
 
     paths = {"pixels": path(0.0), "upload": path(0.0), "canvas": path(0.8)}  # the canvas scores run higher for both
@@ -44,7 +44,7 @@ def test_a_fitted_rule_keeps_each_paths_worse_mistake_low_with_its_own_threshold
 
 
 def test_a_rule_fitted_on_other_signals_is_refused() -> None:
-    card = PairRule(np.zeros(5), np.ones(5), np.ones(5), 0.0, 0.0).as_card()
+    card = PairRule(np.zeros(len(SIGNAL_NAMES)), np.ones(len(SIGNAL_NAMES)), np.ones(len(SIGNAL_NAMES)), 0.0, 0.0).as_card()
     card["signals"] = ["second_length"]
     with pytest.raises(ValueError, match="other signals"):
         PairRule.from_card(card)

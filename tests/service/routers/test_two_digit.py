@@ -133,14 +133,15 @@ def test_one_digit_or_two_is_decided_by_the_path_the_input_came_by(pair_weights,
 
     from fastapi.testclient import TestClient
 
-    from model.pair_rule import PairRule
+    from model.pair_rule import SIGNAL_NAMES, PairRule
     from service.app import create_app
     from service.settings import Settings
 
     weights = tmp_path / "weights"
     shutil.copytree(pair_weights, weights)
     card = json.loads((weights / "model-card.json").read_text())
-    rule = PairRule(np.zeros(5), np.ones(5), np.zeros(5), 0.0, 0.0, {"pixels": -1.0, "upload": 1.0, "canvas": 1.0})
+    n = len(SIGNAL_NAMES)
+    rule = PairRule(np.zeros(n), np.ones(n), np.zeros(n), 0.0, 0.0, {"pixels": -1.0, "upload": 1.0, "canvas": 1.0})
     card["multimnist"]["second_digit"] = {"rule": rule.as_card()}
     (weights / "model-card.json").write_text(json.dumps(card))
     pixels = np.zeros((36, 36), np.float32)
