@@ -16,13 +16,16 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import numpy as np
 from PIL import Image, ImageDraw
 
+from bench import loop_profile
 from bench.grpc import _grpc_messages, _images, _rest_binary, grpc_load
 from bench.loadgen import Result, load
 from harness.clients import build_request, multipart_png
@@ -102,7 +105,34 @@ def _row(pid: int, run: Callable[[], Result]) -> dict:
     }
 
 
-def _service(duration_s: float, max_requests: int) -> dict[str, dict]:
+PROFILED = "/predict, 28x28 PNG (multipart)"
+
+
+def _loop_profile(server: Server, requests: list[bytes], duration_s: float, max_requests: int) -> dict | None:
+    """py-spy on the event loop while the same clients send `PROFILED` (bench/loop_profile.py): a run of its own, after
+    the table's, since the sampler takes some of the machine."""
+    if loop_profile.py_spy() is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "loop.txt"
+        spy = loop_profile.record(server.proc.pid, duration_s, out)
+        before = cpu_by_role(server.proc.pid)
+        r = load(server.url, requests, CLIENTS, duration_s + 1.0, max_requests).summary()
+        after = cpu_by_role(server.proc.pid)
+        spy.wait(60)
+        counts = loop_profile.main_thread_phases(out.read_text()) if out.exists() else None
+    if not counts:
+        return None
+    loop_ms = 1000.0 * (after["event_loop"] - before["event_loop"]) / max(r["requests"], 1)
+    return {
+        "request": PROFILED,
+        "samples": sum(counts.values()),
+        "loop_ms": round(loop_ms, 3),
+        "phases": loop_profile.table(counts, loop_ms),
+    }
+
+
+def _service(duration_s: float, max_requests: int) -> tuple[dict[str, dict], dict | None]:
     grpc_port = free_port()
     server = Server({"CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_GRPC_PORT": str(grpc_port)}).wait_ready()
     try:
@@ -115,7 +145,7 @@ def _service(duration_s: float, max_requests: int) -> dict[str, dict]:
             server.proc.pid, lambda: grpc_load(f"127.0.0.1:{grpc_port}", messages, CLIENTS, duration_s, max_requests)
         )
         log.info("service gRPC: %s", rows["gRPC capsnet"])
-        return rows
+        return rows, _loop_profile(server, _kinds(server.port)[PROFILED], duration_s, max_requests)
     finally:
         server.stop()
 
@@ -159,10 +189,12 @@ def _peer(duration_s: float, max_requests: int) -> dict[str, dict] | None:
 
 
 def measure(duration_s: float = 6.0, max_requests: int = 20000) -> dict:
+    rows, profile = _service(duration_s, max_requests)
     return {
         "clients": CLIENTS,
         "duration_s": duration_s,
-        "service": _service(duration_s, max_requests),
+        "service": rows,
+        "loop_profile": profile,
         "peer": _peer(duration_s, max_requests),
         "peer_file": str(PEER.relative_to(REPO.parent)) if PEER.exists() else None,
     }

@@ -773,6 +773,17 @@ def _front(data: dict | None) -> list[str]:
         _table(["request", *cols, "loop over /healthz"], rows),
         "",
     ]
+    if data.get("loop_profile"):
+        prof = data["loop_profile"]
+        rows = [[r["phase"], f"{100 * r['share']:.1f}%", r["ms_per_request"]] for r in prof["phases"]]
+        out += [
+            f"Where the event loop's CPU goes on `{prof['request']}` ({prof['loop_ms']} ms a request in that run), py-spy's "
+            f"{prof['samples']} samples of the main thread, each put in the phase of its innermost telling frame "
+            "(bench/loop_profile.py):",
+            "",
+            _table(["phase", "share", "ms a request"], rows),
+            "",
+        ]
     if data.get("peer"):
         peer = [[kind, *cells(r)] for kind, r in data["peer"].items()]
         out += [

@@ -331,9 +331,9 @@ def test_the_processes_default_is_the_benchmarks():
     ) in _prose("docs/scale-out.md")
 
 
-def test_the_pages_drawing_costs_within_a_millisecond_of_a_small_upload():
-    """docs/performance.md: the page's canvas (JSON, source canvas) within a millisecond of CPU of a 28x28 PNG upload."""
+def test_the_pages_drawing_cost_over_a_small_upload_is_the_benchmarks():
+    """docs/performance.md: the page's canvas (JSON, source canvas) against a 28x28 PNG upload, whole process CPU."""
     rows = json.loads((REPO / "bench" / "results" / "front.json").read_text())["service"]
     small, page = rows["/predict, 28x28 PNG (multipart)"], rows["/predict, the page's canvas (JSON, source canvas)"]
-    assert "within\na millisecond of CPU of a 28x28 upload" in (REPO / "docs" / "performance.md").read_text()
-    assert page["front_ms"] - small["front_ms"] < 1.0 and page["process_ms"] - small["process_ms"] < 1.0
+    more = page["process_ms"] - small["process_ms"]
+    assert f"needs no search: {more:.1f} ms of CPU more\nthan a 28x28 upload in the last run" in (REPO / "docs" / "performance.md").read_text()

@@ -37,3 +37,17 @@ def test_the_front_table_sets_each_request_beside_healthz(tmp_path):
     (tmp_path / "front.json").write_text(json.dumps(data))
     text = render(tmp_path)
     assert "## The front's CPU a request" in text and "| /predict | 100.0 | 1.0 | 0.35 | 0.2 | 0.0 | 0.2 | 0 | 3.5x |" in text
+
+
+def test_the_loops_profile_is_a_table_of_phases(tmp_path):
+    row = {"requests_per_s": 100.0, "p50_ms": 1.0, "errors": 0, "front_ms": 0.2, "model_ms": 0.0, "process_ms": 0.2, "event_loop_ms": 0.1}
+    profile = {
+        "request": "/predict",
+        "samples": 40,
+        "loop_ms": 0.8,
+        "phases": [{"phase": "decoding and preprocessing", "share": 0.75, "ms_per_request": 0.6}],
+    }
+    data = {"clients": 8, "duration_s": 6.0, "service": {"GET /healthz": row}, "peer": None, "loop_profile": profile}
+    (tmp_path / "front.json").write_text(json.dumps(data))
+    text = render(tmp_path)
+    assert "py-spy's 40 samples of the main thread" in text and "| decoding and preprocessing | 75.0% | 0.6 |" in text
