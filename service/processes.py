@@ -119,7 +119,8 @@ class Supervisor:
     def run(self) -> int:
         s = self.settings
         sock = _config("service.app:create_app", s).bind_socket()
-        metrics_dir = Path(os.environ.get(METRICS_DIR_ENV) or tempfile.mkdtemp(prefix="capsnet-metrics-"))
+        given = os.environ.get(METRICS_DIR_ENV)
+        metrics_dir = Path(given or tempfile.mkdtemp(prefix="capsnet-metrics-"))
         metrics_dir.mkdir(parents=True, exist_ok=True)
         for stale in metrics_dir.glob("*.db"):  # a previous run's counts are not this one's
             stale.unlink()
@@ -142,6 +143,8 @@ class Supervisor:
         finally:
             sock.close()
             shutil.rmtree(group.directory, ignore_errors=True)
+            if not given:
+                shutil.rmtree(metrics_dir, ignore_errors=True)
         log.info("stopped")
         return self.code
 

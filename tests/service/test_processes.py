@@ -183,7 +183,8 @@ def test_a_worker_that_cannot_start_stops_the_group(tmp_path):
 
 def test_workers_do_not_outlive_a_killed_supervisor(tmp_path):
     """A supervisor killed outright cannot pass SIGTERM on; its workers get it from the kernel, drain and exit."""
-    server = Server({"CAPSNET_PROCESSES": "2"}, weights=weights_dir(tmp_path)).wait_ready(120)
+    # its temporary directories, which nobody is left to remove, under the test's own
+    server = Server({"CAPSNET_PROCESSES": "2", "TMPDIR": str(tmp_path)}, weights=weights_dir(tmp_path)).wait_ready(120)
     pids = workers(server.proc.pid)
     server.proc.kill()
     server.proc.wait(10)
