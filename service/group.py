@@ -18,6 +18,7 @@ class ProcessGroup:
 
     size: int
     directory: Path
+    supervisor: int  # its pid: the workers' parent, PID 1 itself where it is a container's first process
 
     def mark_ready(self) -> None:
         (self.directory / "ready" / str(os.getpid())).touch()
@@ -49,7 +50,7 @@ class ProcessGroup:
         tmp = self.directory / f"unloaded.{os.getpid()}"
         tmp.write_text("\n".join(sorted(unloaded)))
         tmp.replace(self.directory / "unloaded")
-        os.kill(os.getppid(), signo)
+        os.kill(self.supervisor, signo)
 
     def unloaded(self) -> frozenset[str]:
         try:

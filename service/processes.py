@@ -88,19 +88,19 @@ def serve(s: Settings, group: ProcessGroup | None = None, sockets: list[socket.s
     return STARTUP_FAILURE if not server.started or app.state.capsnet.failed else 0
 
 
-def _drain_when_orphaned() -> None:
+def _drain_when_orphaned(supervisor: int) -> None:
     """A supervisor killed outright (SIGKILL, OOM) cannot pass SIGTERM on: the kernel sends it to its workers instead
     (Linux's PR_SET_PDEATHSIG), so none goes on serving a port that nobody supervises."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() == 1:  # the supervisor was gone before the line above
+    if os.getppid() != supervisor:  # it was gone before the line above (the worker now belongs to another process)
         os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _worker(sock: socket.socket, group: ProcessGroup) -> None:
     """A worker process's entry (spawned: a fresh interpreter, whose environment names the metrics directory)."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)  # the supervisor's mask outlives the exec
-    _drain_when_orphaned()
+    _drain_when_orphaned(group.supervisor)
     s = get_settings()
     configure_logging(s)
     sys.exit(serve(s, group, [sock]))
@@ -125,7 +125,7 @@ class Supervisor:
         for stale in metrics_dir.glob("*.db"):  # a previous run's counts are not this one's
             stale.unlink()
         os.environ[METRICS_DIR_ENV] = str(metrics_dir)
-        group = ProcessGroup(s.processes, Path(tempfile.mkdtemp(prefix="capsnet-group-")))
+        group = ProcessGroup(s.processes, Path(tempfile.mkdtemp(prefix="capsnet-group-")), os.getpid())
         (group.directory / "ready").mkdir()
         # the signals are taken one at a time below, with the sender's pid; multiprocessing's resource tracker is started
         # first, as starting it unblocks SIGTERM

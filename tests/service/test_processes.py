@@ -9,6 +9,8 @@ import concurrent.futures
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,7 +21,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from harness.payloads import digit_pngs
-from harness.server import Server, free_port, process_cpu_seconds, workers
+from harness.server import REPO, Server, children, free_port, process_cpu_seconds, workers
+from tests.needs import missing
 from tests.service.test_loading import new_version, weights_dir
 
 PNGS = digit_pngs(12)
@@ -196,3 +199,32 @@ def test_workers_do_not_outlive_a_killed_supervisor(tmp_path):
             return False
 
     wait_for(lambda: not any(alive(pid) for pid in pids), what="workers gone")
+
+
+def test_a_supervisor_that_is_pid_1_keeps_its_workers(tmp_path):
+    """As a container's first process (PID 1 of its namespace, as Docker runs the image's command) the supervisor's
+    workers serve: a worker tells that it is orphaned by its parent's pid, not by PID 1."""
+    if subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode != 0:
+        missing("containers", "no PID namespace to run in (unshare --pid needs root, as the container tests do)")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAPSNET_")}
+    env.update(CAPSNET_PORT=str(port), CAPSNET_HOST="127.0.0.1", CAPSNET_PROCESSES="2", CAPSNET_WEIGHTS_DIR=str(weights_dir(tmp_path)))
+    cmd = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "service"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def ready() -> bool:
+            try:
+                return httpx.get(url + "/readyz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(ready, timeout=120, what="a ready group as PID 1")
+        (supervisor,) = children(proc.pid)
+        assert len(workers(supervisor)) == 2
+        assert predict(url, PNGS[0]).status_code == 200
+    finally:
+        for pid in children(proc.pid):
+            os.kill(pid, signal.SIGTERM)
+        proc.wait(60)
