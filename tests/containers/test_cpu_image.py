@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.request
 
 from tests.conftest import REPO
 from tests.containers.engine import Engine, container, in_flight_at_stop, mnist_seven_png, port_of, predict, wait_ready
@@ -49,3 +50,21 @@ def test_stop_answers_the_request_in_flight_and_exits_0(engine: Engine, cpu_imag
         log = engine.logs(name)
         # uvicorn says this only when a connection is still open at SIGTERM: the request was in flight
         assert "Waiting for connections to close" in log and "Finished server process" in log
+
+
+def test_several_processes_serve_in_the_container_and_stop_with_it(engine: Engine, cpu_image: str) -> None:
+    """CAPSNET_PROCESSES=2 in the image, whose supervisor is the container's PID 1: ready, right, its /metrics the sum of
+    both workers, and a stop that drains both and exits 0."""
+    name = "capsnet-test-processes"
+    with container(engine, cpu_image, name, {"CAPSNET_PROVIDERS": "cpu", "CAPSNET_PROCESSES": "2"}) as url:
+        assert wait_ready(url)["status"] == "ready"
+        for _ in range(6):
+            assert predict(url, mnist_seven_png())["prediction"] == 7
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        assert 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"} 6.0' in metrics
+        engine("stop", "-t", "30", name)
+        state = engine.inspect(name)["State"]
+        assert state["ExitCode"] == 0, engine.logs(name)[-2000:]
+        log = engine.logs(name)
+        assert log.count("Finished server process") == 2 and "capsnet.processes: stopped" in log
