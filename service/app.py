@@ -70,7 +70,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         raise
     starting: asyncio.Task | None = None
     grpc_server: GrpcServer | None = None
-    group: ProcessGroup | None = app.state.group
+    group = state.group
     if app.state.load_in_background:
         grpc_server = await _start_grpc(app, state) if s.grpc_port is not None else None  # NOT_SERVING until warm
         starting = asyncio.create_task(_load_in_background(state, card, grpc_server))
@@ -179,7 +179,7 @@ async def _start_grpc(app: FastAPI, state: AppState) -> GrpcServer:
     CAPSNET_GRPC_PORT asks for it)."""
     from service.oip.grpc_server import GrpcServer
 
-    server = GrpcServer(state, app.title, app.version, shared_port=app.state.group is not None)
+    server = GrpcServer(state, app.title, app.version, shared_port=state.group is not None)
     await server.start(state.settings.host, state.settings.grpc_port)
     return server
 
@@ -207,7 +207,6 @@ def create_app(
     )
     metrics = Metrics(multiprocess=group is not None)
     app.state.capsnet = AppState(settings=settings, metrics=metrics, group=group)
-    app.state.group = group
     app.state.span_exporter = span_exporter
     app.state.load_in_background = load_in_background
     app.state.templates = Jinja2Templates(directory=str(settings.templates_dir))
