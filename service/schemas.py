@@ -43,7 +43,8 @@ class PredictJSON(BaseModel):
         "upload",
         description="with `image`: `upload` (the default), a photo or scan, searched for the digit; `canvas`, a drawing whose "
         "alpha channel is the ink on a transparent ground (as the page sends its canvas): every stroke is the digit, fit "
-        "and centred as MNIST without that search. An image without alpha is refused",
+        "and centred as MNIST without that search. An image without alpha is refused. An upload that is ink of one colour "
+        "on transparency is read as a drawing either way",
     )
 
     @model_validator(mode="after")

@@ -43,6 +43,8 @@ TIGHT_INK = 0.25  # ... where ink is at least this far from the paper's level to
 TIGHT_SPAN = 0.6  # a digit is tightly cropped when its ink spans this share of the frame's width and height ...
 TIGHT_INK_SHARE = 0.12  # ... and its ink covers this share of it (lines that span a photo cover less) ...
 PHOTO_SPAN = 0.5  # ... and what the photo passes found reaches the edge or spans this share: a photographed digit is smaller
+DRAWING_GROUND = 0.5  # a drawing: at least this share of the picture fully transparent (its ground) ...
+DRAWING_TOLERANCE = 4.0 / 255.0  # ... and what is opaque one colour, within this (a premultiplied canvas rounds its edges' colour)
 
 
 def flatten_alpha(rgb: np.ndarray, alpha: np.ndarray) -> np.ndarray:
@@ -447,9 +449,30 @@ def drawing_to_mnist(alpha: np.ndarray, size: int = 28, box: int = 20) -> np.nda
     return fit_and_centre(shrink(a, WORK_SIDE), size, box)
 
 
+def is_drawing(pixels: np.ndarray, alpha: np.ndarray) -> bool:
+    """Ink of one colour on a transparent ground, as a canvas exports a drawing (the page's, a paint program's): all the
+    picture holds is its alpha. There is no paper, light or speck to tell from the digit, so the search of a photo has
+    nothing to find in it and costs a drawing most of its preprocessing (BENCHMARKS.md, front). A cut-out photo or a
+    coloured logo holds colours beside its alpha and is searched as any picture."""
+    if np.count_nonzero(alpha == 0) < DRAWING_GROUND * alpha.size:
+        return False
+    # the colours on every other row and column: a photo's grain or a second colour shows there as well, for a quarter
+    # of the gather (0.27 ms on a 280x280 canvas)
+    opaque = alpha[::2, ::2] >= 0.5
+    if not opaque.any():
+        return not alpha.any()  # a blank canvas; faint marks alone are judged as any picture's
+    ink = pixels[::2, ::2][opaque]  # [K] grey or [K,3] colour
+    if ink.ndim == 2:
+        ink = ink @ np.array([0.299, 0.587, 0.114], np.float32)  # to_grey's luma
+    return float(ink.max() - ink.min()) <= DRAWING_TOLERANCE
+
+
 def to_mnist(pixels: np.ndarray, alpha: np.ndarray | None = None, size: int = 28, box: int = 20) -> np.ndarray:
     """Any picture of a digit, values in [0,1] ([H,W] grey or [H,W,3] colour, optional alpha [H,W]),
-    -> float32 [size,size], background 0 and ink up to 1, as MNIST; all zeros when no digit is found."""
+    -> float32 [size,size], background 0 and ink up to 1, as MNIST; all zeros when no digit is found. A drawing (ink of
+    one colour on a transparent ground) is read as the page reads its own canvas: its alpha, fit and centred."""
+    if alpha is not None and is_drawing(np.asarray(pixels, dtype=np.float32), np.asarray(alpha, dtype=np.float32)):
+        return drawing_to_mnist(alpha, size, box)
     # grey first: luma is a weighted mean of the channels, so compositing after it gives the same grey image for a third
     # of the work (a 280x280 canvas export: 1.2 ms less, BENCHMARKS.md's notes)
     x = to_grey(np.asarray(pixels, dtype=np.float32))

@@ -12,7 +12,18 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from PIL import Image
 
-from service.inputs.preprocess import _median, centre_of_mass, find_digit, fit_and_centre, flatten_alpha, to_mnist, uniform_paper
+from service.inputs.preprocess import (
+    _median,
+    centre_of_mass,
+    drawing_to_mnist,
+    find_digit,
+    fit_and_centre,
+    flatten_alpha,
+    is_drawing,
+    to_grey,
+    to_mnist,
+    uniform_paper,
+)
 from tests.service import realworld
 
 
@@ -177,3 +188,37 @@ def test_any_colour_array_with_alpha_gives_a_valid_input(arr, a):
 def test_the_median_is_numpys(values):
     """The paper's level and the ink's are read by a median of our own (one sort): the same value np.median gives."""
     assert _median(values) == float(np.median(values))
+
+
+def _drawn(side: int = 280, colour: tuple[float, float, float] = (0.07, 0.08, 0.09)) -> tuple[np.ndarray, np.ndarray]:
+    """A 7 drawn with a round anti-aliased pen on a transparent canvas: colour [H,W,3], alpha [H,W]."""
+    alpha = np.zeros((side, side), np.float32)
+    cv2.polylines(alpha, [np.array([[80, 60], [200, 60], [120, 230]], np.int32)], False, 1.0, 18, cv2.LINE_AA)
+    return np.broadcast_to(np.array(colour, np.float32), (side, side, 3)).copy(), alpha
+
+
+def test_a_drawing_is_read_as_its_ink_and_reads_as_the_search_would():
+    """Ink of one colour on transparency holds nothing but its alpha: it is fit and centred as the page's canvas is, and
+    for a clean drawing that is exactly what the search of a photo finds in it."""
+    rgb, alpha = _drawn()
+    assert is_drawing(rgb, alpha)
+    searched = fit_and_centre(find_digit(flatten_alpha(to_grey(rgb), alpha)))
+    assert np.abs(to_mnist(rgb, alpha) - searched).max() < 1e-6
+    assert np.array_equal(to_mnist(rgb, alpha), drawing_to_mnist(alpha))
+    alpha[262:272, 262:272] = 1.0  # a dot drawn in the corner is part of the drawing, as on the page; the search drops it
+    assert to_mnist(rgb, alpha)[22:, 22:].sum() > 0.3
+    assert fit_and_centre(find_digit(flatten_alpha(rgb[..., 0], alpha)))[22:, 22:].sum() == 0
+
+
+def test_only_one_colour_on_transparency_is_a_drawing():
+    rgb, alpha = _drawn()
+    assert is_drawing(rgb[..., 0], alpha)  # grey with alpha
+    assert is_drawing(rgb, np.zeros_like(alpha))  # a blank canvas
+    edge = rgb.copy()
+    edge[(alpha > 0) & (alpha < 1)] += 3.0 / 255.0  # a premultiplied canvas rounds its strokes' edges
+    assert is_drawing(edge, alpha)
+    cut_out = rgb.copy()
+    cut_out[:, :150] = 0.9  # paper with ink on it, cut out onto transparency: two colours
+    assert not is_drawing(cut_out, alpha)
+    assert not is_drawing(rgb, np.ones_like(alpha))  # an opaque picture has no transparent ground
+    assert not is_drawing(rgb, np.where(alpha > 0, 0.3, 0.0).astype(np.float32))  # only faint marks: judged as any picture
