@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 import pytest
 
+from harness.clients import multipart_png
 from harness.server import Server
 from tests.conftest import WEIGHTS, committed_pairs, fewest
 from tests.static.pages import WAIT_MS, Watch, open_page
@@ -100,6 +101,13 @@ def canvas_ink(page: Any, testid: str) -> int:
 
 def canvas_data(page: Any) -> str:
     return page.evaluate("() => document.querySelector('[data-testid=\"draw-canvas\"]').toDataURL()")
+
+
+def post(page: Any, path: str, body: bytes, content_type: str) -> dict[str, Any]:
+    """The service's answer to a request sent beside the page, to the server it talks to."""
+    req = urllib.request.Request(page.url.rstrip("/") + path, body, {"Content-Type": content_type})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())
 
 
 def src(page: Any, testid: str) -> str | None:
@@ -206,6 +214,10 @@ def test_drawn_digit_is_recognised(session: tuple[Any, Watch], digit: int, strok
     # provider and round-trip time
     expect(page.get_by_test_id("provider")).to_have_text(re.compile(r"(CPU|GPU).*ExecutionProvider"))
     expect(page.get_by_test_id("rtt")).to_have_text(re.compile(r"\d+(\.\d+)? ms"))
+    # the drawing saved as the browser exports it and uploaded as a file reads as the page read it
+    png = base64.b64decode(sent["image"].partition(",")[2])
+    as_page, as_file = post(page, "/predict", json.dumps(sent).encode(), "application/json"), post(page, "/predict", *multipart_png(png))
+    assert as_file["lengths"] == as_page["lengths"] and as_file["input"] == as_page["input"]
 
 
 def test_the_page_is_the_same_over_several_processes(browser: Any, pair_weights: Path) -> None:
