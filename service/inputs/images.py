@@ -63,9 +63,24 @@ def open_image(data: bytes, max_pixels: int) -> Image.Image:
 
 def load_pixels(im: Image.Image, max_side: int) -> tuple[np.ndarray, np.ndarray | None]:
     """Decode an opened image into values in [0,1]: grey [H,W] or RGB [H,W,3], plus alpha [H,W] if it has one,
-    at most about 2 x `max_side` on the longer edge: a JPEG is decoded at reduced scale by libjpeg itself (Pillow's
-    draft), anything else reduced by whole-pixel box averaging right after decoding, before any float copy is made
-    (a 4000x4000 RGBA image would be 256 MB as float32). Animated images give their first frame."""
+    at most about 2 x `max_side` on the longer edge (`_decoded`). Animated images give their first frame."""
+    return _to_array(_decoded(im, max_side))
+
+
+def load_alpha(im: Image.Image, max_side: int) -> np.ndarray | None:
+    """Only the alpha [H,W] that load_pixels gives, None for an image without one: a drawing's ink is its alpha, and
+    the float copy of the colour channels it never reads was a third of a canvas's decode (BENCHMARKS.md's notes)."""
+    im = _decoded(im, max_side)
+    if not _has_alpha(im):
+        return None
+    alpha = (im if im.mode in ("RGBA", "LA") else im.convert("RGBA")).getchannel("A")
+    return np.divide(np.asarray(alpha), np.float32(255.0), dtype=np.float32)
+
+
+def _decoded(im: Image.Image, max_side: int) -> Image.Image:
+    """The opened image decoded at most about 2 x `max_side` on the longer edge: a JPEG is decoded at reduced scale by
+    libjpeg itself (Pillow's draft), anything else reduced by whole-pixel box averaging right after decoding, before any
+    float copy is made (a 4000x4000 RGBA image would be 256 MB as float32)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -86,7 +101,7 @@ def load_pixels(im: Image.Image, max_side: int) -> tuple[np.ndarray, np.ndarray 
         raise TooLarge(f"image refused as a decompression bomb: {e}") from e
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
         raise BadInput("cannot decode image: not a readable PNG, JPEG, GIF, BMP or WebP file") from e
-    return _to_array(im)
+    return im
 
 
 def _has_alpha(im: Image.Image) -> bool:

@@ -14,7 +14,7 @@ import numpy as np
 from PIL import Image
 
 from service.errors import BadInput, for_item
-from service.inputs.images import load_pixels, open_image
+from service.inputs.images import load_alpha, load_pixels, open_image
 from service.inputs.preprocess import WORK_SIDE, drawing_to_mnist, to_mnist
 from service.threads import Pool
 
@@ -24,7 +24,7 @@ def _to_input(im: Image.Image, size: int, box: int) -> np.ndarray:
 
 
 def _drawing_to_input(im: Image.Image, size: int, box: int) -> np.ndarray:
-    _, alpha = load_pixels(im, WORK_SIDE)
+    alpha = load_alpha(im, WORK_SIDE)
     if alpha is None:
         raise BadInput(f"source 'canvas' needs an image with an alpha channel (the ink on a transparent ground); this {im.format} has none")
     return drawing_to_mnist(alpha, size, box)

@@ -42,3 +42,25 @@ def test_a_format_pillow_knows_but_the_service_does_not_take_is_refused_unread(f
     with contextlib.suppress(Exception):  # where every plugin may try, that one is asked (and, stubbed here, fails)
         Image.open(io.BytesIO(buf.getvalue()))
     assert opened == [fmt]
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "P", "RGB"])
+def test_a_drawings_alpha_is_the_one_every_upload_gets(mode):
+    """A `source: canvas` drawing decodes its alpha alone: the same values an upload's full decode gives it, whatever the
+    file's mode (none for an image without alpha), large files reduced alike."""
+    from service.inputs.images import load_alpha, load_pixels, open_image
+
+    rgba = np.zeros((600, 500, 4), np.uint8)
+    rgba[100:500, 200:260] = (17, 20, 24, 255)
+    rgba[90:100, 200:260, 3] = 128  # a soft edge
+    im = Image.fromarray(rgba, "RGBA")
+    im = im.convert("RGBA").convert("P", palette=Image.Palette.ADAPTIVE) if mode == "P" else im.convert(mode)
+    buf = io.BytesIO()
+    im.save(buf, "PNG", **({"transparency": int(np.asarray(im)[0, 0])} if mode == "P" else {}))
+    data = buf.getvalue()
+    alpha = load_alpha(open_image(data, 10**6), 250)
+    full = load_pixels(open_image(data, 10**6), 250)[1]
+    if mode == "RGB":
+        assert alpha is None and full is None
+    else:
+        assert alpha is not None and alpha.shape == (300, 250) and np.array_equal(alpha, full) and alpha.max() == 1.0
