@@ -6,7 +6,7 @@ to 4 px each way, the second of another class):
 - pixels: the composite sent as JSON `pixels`, as the network's own test pairs are;
 - upload: dark ink on white paper, 72, 144 or 288 px square as PNG and 144 px as JPEG, through the service's
   preprocessing (service/inputs: find the ink, scale it to the card's pair box, centre it);
-- canvas: pen strokes traced from each digit (harness/pen_paths.py) drawn with the page's round pen on its 280 px
+- canvas: pen strokes traced from each digit (model/pen_strokes.py) drawn with the page's round pen on its 280 px
   canvas, through the service's drawing path (the alpha is the ink).
 
 The rule is fitted on MNIST's training digits (the calibration split) and measured on its test digits (held out);
@@ -26,11 +26,12 @@ import numpy as np
 import onnxruntime as ort
 from PIL import Image
 
-from harness.pen_paths import PAGE_SIDE, PEN, pair_items, render, trace
-from harness.pen_paths import place as place_strokes
+from harness.pen_paths import pair_items
 from model import MNIST_DIR, MULTIMNIST_FILE
 from model.idx import load_mnist
 from model.pair_rule import PATHS, PairRule, choose_thresholds, fit, mistakes, signals
+from model.pen_strokes import DRAWN_PEN, PAGE_SIDE, PEN, pen_digits, render, trace
+from model.pen_strokes import place as place_strokes
 from service.inputs.images import load_pixels, open_image
 from service.inputs.preprocess import WORK_SIDE, drawing_to_mnist, to_mnist
 
@@ -42,11 +43,21 @@ SEEDS = {"calibration": 11, "held_out": 2017}
 
 
 def _composite(x: np.ndarray, item: dict) -> np.ndarray:
+    """x: the digits, [N,28,28] 0-255 or [N,28,28] in [0,1] as float32 (the pen's redrawings)."""
     out = np.zeros((CANVAS, CANVAS), np.float32)
     pad = (CANVAS - 28) // 2
     for d, (dy, dx) in zip(item["digits"], item["shifts"]):
-        out[pad + dy : pad + dy + 28, pad + dx : pad + dx + 28] += x[d] / 255.0
+        out[pad + dy : pad + dy + 28, pad + dx : pad + dx + 28] += x[d] / 255.0 if x.dtype == np.uint8 else x[d]
     return np.minimum(out, 1.0)
+
+
+def traced_pixels(x: np.ndarray, items: list[dict]) -> np.ndarray:
+    """The same items made of their digits' pen strokes (model/pen_strokes.py), composited as the test pairs are and sent
+    as pixels: what tracing the strokes alone costs, without the page or the service. [N,1,36,36]."""
+    used = sorted({d for it in items for d in it["digits"]})
+    pen = np.zeros((len(x), 28, 28), np.float32)
+    pen[used] = pen_digits(x[used], DRAWN_PEN)
+    return np.stack([_composite(pen, it) for it in items])[:, None]
 
 
 def _upload(img: np.ndarray, k: int, box: int) -> np.ndarray:
@@ -111,8 +122,9 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
     box = entry["input"]["pair_box"]
     session = ort.InferenceSession(str(weights / MULTIMNIST_FILE), providers=["CPUExecutionProvider"])
     split = {}
+    x = np.zeros(0)
     for name, part in (("calibration", "train"), ("held_out", "test")):
-        x, y = load_mnist(data, part)
+        x, y = load_mnist(data, part)  # the test digits stay in x for the traced pairs below
         items = pair_items(x, y, n, SEEDS[name])
         by_path = inputs(x, items, box)
         runs = {p: run(session, by_path[p]) for p in PATHS}
@@ -128,6 +140,9 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
         if not calibrate:
             raise
         result["card_rule"] = {"skipped": str(e)}
+    traced = traced_pixels(x, items)
+    traced_run = run(session, traced)
+    traced_sig = signals(traced_run["lengths"], traced_run["reconstructions"], traced)
     if calibrate:
         _, _, cal_sig, cal_truth = split["calibration"]
         rule = fit(np.concatenate([cal_sig[p] for p in PATHS]), np.concatenate([cal_truth] * len(PATHS)))
@@ -144,6 +159,8 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
         }
         card_path.write_text(json.dumps(card, indent=1) + "\n")
         log.info("wrote the fitted one-or-two rule into %s", card_path)
+    # read with the pixels path's threshold (they arrive as pixels do), of the rule the card holds now
+    result["traced_pixels"] = figures(items, traced_run, _called_two(entry["second_digit"], traced_sig, "pixels"))
     return result
 
 

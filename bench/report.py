@@ -291,6 +291,9 @@ def _page(data: dict | None) -> list[str]:
     ]
 
 
+TRACED = "pixels, the digits traced with the pen"
+
+
 def _pair_paths(data: dict | None) -> list[str]:
     """bench/pair_paths.py: lone digits and pairs through each path, read by the two-digit network and the card's rule."""
     if not data or "card_rule" not in data:
@@ -304,7 +307,7 @@ def _pair_paths(data: dict | None) -> list[str]:
             round(100 * f["pairs_both_named"], 1),
             round(100 * f["pairs_two_longest_right"], 1),
         ]
-        for path, f in data["card_rule"].items()
+        for path, f in [*data["card_rule"].items(), *([(TRACED, data["traced_pixels"])] if "traced_pixels" in data else [])]
     ]
     return [
         "",
@@ -314,7 +317,9 @@ def _pair_paths(data: dict | None) -> list[str]:
         "MultiMNIST makes them) through each path: JSON pixels; uploads (dark ink on white, "
         + ", ".join(data["uploads"])
         + "); the page's canvas (pen strokes traced from each digit, drawn with its round pen). Read by the committed "
-        "network and the card's one-or-two rule (bench/pair_paths.py).",
+        "network and the card's one-or-two rule (bench/pair_paths.py). The last row: the same items made of each digit's "
+        "traced strokes, composited as the test pairs are and sent as pixels, so what tracing costs without the page or "
+        "the service.",
         "",
         _table(
             ["path", "lone called two %", "lone read right %", "pairs called one %", "pairs, both named %", "pairs, two longest right %"],

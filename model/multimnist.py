@@ -52,11 +52,25 @@ def partners(labels: Tensor, pool: Tensor, generator: torch.Generator | None) ->
     return idx
 
 
-def make_pairs(images: Tensor, labels: Tensor, base: Tensor, generator: torch.Generator | None, single_share: float = 0.0) -> Pairs:
+def make_pairs(
+    images: Tensor,
+    labels: Tensor,
+    base: Tensor,
+    generator: torch.Generator | None,
+    single_share: float = 0.0,
+    drawn: Tensor | None = None,
+    drawn_rows: Tensor | None = None,
+) -> Pairs:
     """Composites of images[base] each overlaid on a random digit of another class from the same split; a `single_share`
-    of them keep the first digit alone (second label -1, second digit blank)."""
+    of them keep the first digit alone (second label -1, second digit blank). The composites `drawn_rows` [B] marks are
+    made of `drawn` instead: the same digits redrawn with a pen (model/pen_strokes.pen_digits), both of them, as a person
+    draws a pair on the page's canvas."""
     other = partners(labels[base], labels, generator)
-    a, b = place(images[base], generator), place(images[other], generator)
+    first, second_digit = images[base], images[other]
+    if drawn is not None and drawn_rows is not None:
+        pen = drawn_rows.view(-1, 1, 1, 1)
+        first, second_digit = torch.where(pen, drawn[base], first), torch.where(pen, drawn[other], second_digit)
+    a, b = place(first, generator), place(second_digit, generator)
     second = labels[other].clone()
     if single_share > 0:
         alone = torch.rand(len(base), generator=generator, device=images.device) < single_share
@@ -101,15 +115,28 @@ def as_served(pairs: Pairs, box: Tensor) -> Pairs:
 
 
 def make_training_pairs(
-    images: Tensor, labels: Tensor, base: Tensor, generator: torch.Generator | None, single_share: float, served_share: float
+    images: Tensor,
+    labels: Tensor,
+    base: Tensor,
+    generator: torch.Generator | None,
+    single_share: float,
+    served_share: float,
+    drawn: Tensor | None = None,
+    drawn_share: float = 0.0,
 ) -> Pairs:
-    """make_pairs, then a `served_share` of the composites rescaled as the service would hand them over (as_served), the
-    box jittered a pixel each way as the service's rounding and anti-aliasing move it."""
-    pairs = make_pairs(images, labels, base, generator, single_share)
-    if served_share <= 0:
-        return pairs
+    """make_pairs, a `drawn_share` of them made of `drawn` (the digits redrawn with the page's pen), then a `served_share`
+    of the composites, and every drawn one (a drawing always reaches the network so), rescaled as the service would hand
+    them over (as_served), the box jittered a pixel each way as the service's rounding and anti-aliasing move it."""
     n = len(base)
+    rows = None
+    if drawn is not None and drawn_share > 0:
+        rows = torch.rand(n, generator=generator, device=images.device) < drawn_share
+    pairs = make_pairs(images, labels, base, generator, single_share, drawn, rows)
+    if served_share <= 0 and rows is None:
+        return pairs
     pick = torch.rand(n, generator=generator, device=images.device) < served_share
+    if rows is not None:
+        pick |= rows
     box = SERVED_BOX + torch.randint(-1, 2, (n,), generator=generator, device=images.device).float()
     served = as_served(pairs, box)
     keep = pick.view(n, 1, 1, 1)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 from tqdm import tqdm
@@ -36,6 +37,7 @@ from model.capsnet import CapsNet, CapsNetConfig, margin_loss
 from model.cli import log_to_console
 from model.data import load_tensors
 from model.multimnist import CONFIG, Pairs, both_right, fixed_test_pairs, make_training_pairs, two_hot
+from model.pen_strokes import DRAWN_PEN, pen_digits
 from model.train import WeightAverage, epoch_record, optimise, save_epoch
 
 log = logging.getLogger("capsnet.train_multimnist")
@@ -63,6 +65,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.15,
         help="share of training composites rescaled as the service hands an upload or a drawing over (ink's longer side to "
         "the served box, centred by mass; not in the paper: so that what people draw and upload is read as test pairs are)",
+    )
+    p.add_argument(
+        "--drawn-share",
+        type=float,
+        default=0.0,
+        help="share of training composites whose two digits are redrawn with the page's pen, from strokes traced from them "
+        "(model/pen_strokes.py; not in the paper: so that a pair drawn on the page is read as test pairs are); the redrawn "
+        "training digits are kept in --out",
     )
     p.add_argument(
         "--bf16",
@@ -260,6 +270,10 @@ def train(args: argparse.Namespace) -> dict:
     torch.backends.cudnn.benchmark = True  # one input size throughout: let cuDNN pick its fastest convolutions once
     # the digits and the fixed test pairs live where the network does, so that pairs are made there batch by batch
     xtr, ytr, xte, yte = load_tensors(args.data, args.limit)
+    drawn = None
+    if args.drawn_share > 0:
+        pen = pen_digits((xtr[:, 0].numpy() * 255.0).round().astype(np.uint8), DRAWN_PEN, out / f"pen-digits-{len(xtr)}.npy")
+        drawn = torch.from_numpy(pen).unsqueeze(1).to(device)
     xtr, ytr = xtr.to(device), ytr.to(device)
     evaluation = fixed_test_pairs(xte, yte, args.eval_pairs)
     evaluation = Pairs(evaluation.image.to(device), evaluation.digits.to(device), evaluation.labels.to(device))
@@ -322,7 +336,9 @@ def train(args: argparse.Namespace) -> dict:
             if budget is not None and budget.spent():
                 log.info("the budget of %.1f min is spent: the epoch ends after %d of %d pairs", args.budget_minutes, seen, len(base))
                 break
-            batch = make_training_pairs(xtr, ytr, base[i : i + args.batch_size], gen, args.single_share, args.served_share)
+            batch = make_training_pairs(
+                xtr, ytr, base[i : i + args.batch_size], gen, args.single_share, args.served_share, drawn, args.drawn_share
+            )
             batch = Pairs(batch.image.contiguous(memory_format=torch.channels_last), batch.digits, batch.labels)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
                 outs = forward_pairs(model, batch.image, batch.labels)
@@ -347,6 +363,7 @@ def train(args: argparse.Namespace) -> dict:
             "pairs_seen": state["pairs_seen"],
             "single_share": args.single_share,
             "served_share": args.served_share,
+            "drawn_share": args.drawn_share,
             "bf16": args.bf16,
             "frozen": args.freeze,
             "batch_size": args.batch_size,

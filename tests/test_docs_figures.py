@@ -20,6 +20,7 @@ HELD = PAIRS["second_digit"]["held_out"]
 PAGE = json.loads((REPO / "bench" / "results" / "page.json").read_text())
 REAL = json.loads((REPO / "bench" / "results" / "realinput.json").read_text())
 HEAVY = REAL["health_under_heavy_uploads"]
+PAIR_PATHS = json.loads((REPO / "bench" / "results" / "pair_paths.json").read_text())
 
 
 def _pct(x: float, digits: int = 1) -> str:
@@ -57,6 +58,16 @@ QUOTES = [
         "canvas) to {:.1f}, {:.1f} and {:.1f}%, pairs answered as one from 1.7, 2.8 and 4.5% to {:.1f}, {:.1f} and {:.1f}%".format(
             *(100 * HELD[p]["lone_called_two"] for p in ("pixels", "upload", "canvas")),
             *(100 * HELD[p]["pairs_called_one"] for p in ("pixels", "upload", "canvas")),
+        ),
+    ),
+    (
+        "docs/multimnist.md",
+        "have the two longest capsules right in {:.1f}% of them, against {:.1f}% for the digits' own ink\nand {:.1f}% through the "
+        "page's canvas".format(
+            *(
+                100 * f["pairs_two_longest_right"]
+                for f in (PAIR_PATHS["traced_pixels"], PAIR_PATHS["card_rule"]["pixels"], PAIR_PATHS["card_rule"]["canvas"])
+            )
         ),
     ),
     ("docs/page-decoder.md", f"first load stays as it was ({round(PAGE['page_first_load_bytes'] / 1000)} KB)"),

@@ -90,6 +90,21 @@ def test_a_share_of_training_composites_arrive_as_served() -> None:
     assert near[2] == 1.0 and near[0] < 0.1 and 0.35 < near[1] < 0.65, near
 
 
+def test_a_share_of_training_composites_are_drawn_with_the_pen_and_arrive_as_a_drawing_does() -> None:
+    """--drawn-share: both digits of a composite from the pen's redrawing of them, and served as the service serves a
+    drawing; without it the pairs are the ones made before (the same random draws)."""
+    x, y = digits(400, seed=6)
+    drawn = (x > 0).float() * 0.5  # stand-ins, told apart by their strength: a digit here reaches near 1
+    gen = lambda: torch.Generator().manual_seed(7)  # noqa: E731
+    none = make_training_pairs(x, y, torch.arange(400), gen(), 0.0, 0.2, drawn, 0.0)
+    assert torch.equal(none.image, make_training_pairs(x, y, torch.arange(400), gen(), 0.0, 0.2).image)
+    half = make_training_pairs(x, y, torch.arange(400), gen(), 0.0, 0.0, drawn, 0.5)
+    pen = half.digits.amax((2, 3, 4)) <= 0.5 + 1e-6  # [B,2]: each digit alone, from the pen
+    assert torch.equal(pen[:, 0], pen[:, 1]) and 0.35 < pen[:, 0].float().mean().item() < 0.65
+    served = ((ink_box(half.image) - SERVED_BOX) >= -1) & ((ink_box(half.image) - SERVED_BOX) <= 3)
+    assert served[pen[:, 0]].all() and served[~pen[:, 0]].float().mean() < 0.1
+
+
 def test_test_pairs_are_fixed() -> None:
     x, y = digits(50)
     a, b = fixed_test_pairs(x, y, 30), fixed_test_pairs(x, y, 30)

@@ -92,13 +92,14 @@ def test_section_7_is_reached_from_the_top_of_the_page(session: tuple[Any, Watch
 
 def test_pen_strokes_traced_from_test_pairs_are_read_on_the_page_as_the_canvas_set_reads_them(session: tuple[Any, Watch]) -> None:
     """The canvas path of bench/pair_paths.py (the card's `held_out.canvas` figures) is what the page does: MNIST test
-    pairs, each digit's pen strokes traced from it (harness/pen_paths.py), drawn with the mouse in red then green, are
+    pairs, each digit's pen strokes traced from it (model/pen_strokes.py), drawn with the mouse in red then green, are
     named as the same strokes rendered in process and sent through the service's drawing path are named."""
     import numpy as np
     from PIL import Image
 
-    from harness.pen_paths import PAGE_SIDE, PEN, pair_items, place, render, trace
+    from harness.pen_paths import pair_items
     from model.idx import load_mnist
+    from model.pen_strokes import PAGE_SIDE, PEN, place, render, trace
     from tests.needs import need_mnist
 
     page, _ = session

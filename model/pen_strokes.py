@@ -1,0 +1,118 @@
+"""MNIST digits as a person with a pen would draw them: the strokes traced from each digit's skeleton, as polylines in
+fractions of a canvas: for the page's tests to draw with the mouse, for the two-digit rule's canvas set to render, and
+for the two-digit network to train on what the page's canvas sends (`pen_digits`).
+
+A digit is thinned to a one-pixel skeleton (Zhang and Suen's thinning, 1984) at twice MNIST's resolution, and the
+skeleton is walked into strokes: each starts at an end (a pixel with one neighbour) while there is one, else anywhere,
+and follows unvisited neighbours, straight on where it can. Short spurs of a few pixels are dropped, as the pen would not
+have made them. Rendering (`render`) draws the strokes with a round pen, as the page's canvas does.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+from tqdm import tqdm
+
+log = logging.getLogger("capsnet.pen_strokes")
+
+Stroke = list[tuple[float, float]]
+PAGE_SIDE, PEN = 280, 1 / 14  # the page's two-digit canvas and its round pen, a fraction of the canvas wide
+DRAWN_PEN = PEN * 36 / 28  # that pen as a share of a digit's 28 px frame, which spans 28/36 of the two-digit canvas
+NEIGHBOURS = [(-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1)]  # P2..P9, clockwise from north
+
+
+def thin(mask: np.ndarray) -> np.ndarray:
+    """Zhang-Suen thinning of a boolean image: a skeleton one pixel wide that keeps the shape's connectivity. Each pass
+    peels only boundary pixels, so it ends within half the stroke width's passes."""
+    img = np.pad(mask.astype(np.uint8), 1)
+    while True:
+        changed = False
+        for step in (0, 1):
+            p = [np.roll(np.roll(img, -dy, 0), -dx, 1) for dy, dx in NEIGHBOURS]  # p[k][y, x] = neighbour k of (y, x)
+            count = sum(p)
+            ring = p + [p[0]]
+            transitions = sum(((ring[k] == 0) & (ring[k + 1] == 1)).astype(np.uint8) for k in range(8))
+            p2, p4, p6, p8 = p[0], p[2], p[4], p[6]
+            first = (p2 * p4 * p6 == 0) & (p4 * p6 * p8 == 0)  # the first sub-pass peels south-east, the second north-west
+            side = first if step == 0 else (p2 * p4 * p8 == 0) & (p2 * p6 * p8 == 0)
+            peel = (img == 1) & (count >= 2) & (count <= 6) & (transitions == 1) & side
+            if peel.any():
+                img[peel] = 0
+                changed = True
+        if not changed:
+            return img[1:-1, 1:-1].astype(bool)
+
+
+def _walk(skeleton: np.ndarray) -> list[list[tuple[int, int]]]:
+    left = {(int(y), int(x)) for y, x in zip(*np.nonzero(skeleton))}
+
+    def around(y: int, x: int) -> list[tuple[int, int]]:
+        return [(y + dy, x + dx) for dy, dx in NEIGHBOURS if (y + dy, x + dx) in left]
+
+    paths = []
+    while left:
+        ends = sorted(q for q in left if len(around(*q)) == 1)
+        here = ends[0] if ends else min(left)
+        path, heading = [here], (0, 0)
+        left.discard(here)
+        while True:
+            nxt = around(*here)
+            if not nxt:
+                break
+            # straight on where it can: the neighbour whose step is nearest the last one
+            best = max(nxt, key=lambda q: (q[0] - here[0]) * heading[0] + (q[1] - here[1]) * heading[1])
+            heading = (best[0] - here[0], best[1] - here[1])
+            here = best
+            path.append(here)
+            left.discard(here)
+        paths.append(path)
+    return paths
+
+
+def trace(digit: np.ndarray, min_points: int = 4, threshold: float = 0.35) -> list[Stroke]:
+    """A 28x28 digit (values in [0,1]) -> its strokes, each a polyline of (x, y) in fractions of the 28x28 frame."""
+    big = np.asarray(Image.fromarray(np.asarray(digit, np.float32)).resize((56, 56), Image.Resampling.BILINEAR))
+    paths = _walk(thin(big > threshold))
+    long = [p for p in paths if len(p) >= min_points] or paths[:1]
+    return [[((x + 0.5) / 56.0, (y + 0.5) / 56.0) for y, x in p[::2] + ([p[-1]] if len(p) % 2 == 0 else [])] for p in long]
+
+
+def place(strokes: list[Stroke], scale: float, dx: float, dy: float) -> list[Stroke]:
+    """Strokes of a 28x28 frame onto a canvas: scaled about its centre by `scale` (28/36 puts a digit on the two-digit
+    canvas as MultiMNIST does) and moved by (dx, dy) in fractions of the canvas."""
+    return [[(0.5 + (x - 0.5) * scale + dx, 0.5 + (y - 0.5) * scale + dy) for x, y in s] for s in strokes]
+
+
+def render(strokes: list[Stroke], side: int = 280, pen: float = 1 / 14) -> np.ndarray:
+    """The strokes drawn with a round pen `pen` of the canvas wide, as the page draws them: alpha [side, side] in [0,1]."""
+    scale = 4  # drawn large and reduced: the soft edges a browser's anti-aliasing gives
+    img = Image.new("L", (side * scale, side * scale), 0)
+    d = ImageDraw.Draw(img)
+    width = max(1, round(pen * side * scale))
+    for s in strokes:
+        pts = [(x * side * scale, y * side * scale) for x, y in s]
+        if len(pts) > 1:
+            d.line(pts, fill=255, width=width, joint="curve")
+        for x, y in (pts[0], pts[-1]):
+            d.ellipse((x - width / 2, y - width / 2, x + width / 2, y + width / 2), fill=255)
+    return np.asarray(img.resize((side, side), Image.Resampling.BOX), np.float32) / 255.0
+
+
+def pen_digits(images: np.ndarray, pen: float, cache: Path | None = None) -> np.ndarray:
+    """MNIST digits [N,28,28] (0-255) redrawn with a round pen `pen` of their 28 px frame wide, as their traced strokes:
+    float32 [N,28,28] in [0,1]. About 2 ms a digit, so the 60,000 training digits are kept in `cache` (an .npy file,
+    remade when the digits' count or the pen differs)."""
+    if cache is not None and cache.exists():
+        kept = np.load(cache, allow_pickle=False)
+        if kept.shape[0] == len(images) + 1 and float(kept[-1, 0, 0]) == pen:
+            return kept[:-1]
+    drawn = np.stack([render(trace(d / 255.0), 28, pen) for d in tqdm(images, desc="pen strokes", unit="digit")])
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.save(cache, np.concatenate([drawn, np.full((1, 28, 28), pen, np.float32)]).astype(np.float32))
+        log.info("%d digits redrawn with the pen, kept in %s", len(images), cache)
+    return drawn.astype(np.float32)
