@@ -108,7 +108,7 @@ def pen_digits(images: np.ndarray, pen: float, cache: Path | None = None) -> np.
     remade when the digits' count or the pen differs)."""
     if cache is not None and cache.exists():
         kept = np.load(cache, allow_pickle=False)
-        if kept.shape[0] == len(images) + 1 and float(kept[-1, 0, 0]) == pen:
+        if kept.shape[0] == len(images) + 1 and kept[-1, 0, 0] == np.float32(pen):  # the pen is kept as float32 too
             return kept[:-1]
     drawn = np.stack([render(trace(d / 255.0), 28, pen) for d in tqdm(images, desc="pen strokes", unit="digit")])
     if cache is not None:

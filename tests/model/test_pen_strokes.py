@@ -24,7 +24,9 @@ def test_a_traced_ring_is_drawn_back_where_the_ring_was() -> None:
     assert overlap.sum() >= 0.7 * (ring > 0.5).sum() and (drawn[12:17, 12:17] > 0.5).sum() == 0  # the hole stays open
 
 
-def test_digits_redrawn_with_the_pen_keep_their_place_and_are_kept_for_the_next_run(tmp_path) -> None:
+def test_digits_redrawn_with_the_pen_keep_their_place_and_are_kept_for_the_next_run(tmp_path, monkeypatch) -> None:
+    from model import pen_strokes
+
     digits = np.zeros((3, 28, 28), np.uint8)
     digits[0, 5:23, 13:15] = 255  # a 1
     digits[1, 6:9, 8:20] = 255  # a bar
@@ -32,6 +34,9 @@ def test_digits_redrawn_with_the_pen_keep_their_place_and_are_kept_for_the_next_
     drawn = pen_digits(digits, 2.5 / 28, cache)
     assert drawn.shape == (3, 28, 28) and drawn.dtype == np.float32 and drawn.max() <= 1.0
     assert drawn[0, 8:20, 12:16].mean() > 0.5 and drawn[0, :, :9].max() == 0 and drawn[2].max() == 0
-    assert np.array_equal(pen_digits(digits, 2.5 / 28, cache), drawn)  # read back, not redrawn
+    with monkeypatch.context() as m:
+        m.setattr(pen_strokes, "trace", lambda *_: (_ for _ in ()).throw(AssertionError("redrawn, not read back")))
+        assert np.array_equal(pen_digits(digits, 2.5 / 28, cache), drawn)
     digits[0] = 0
     assert pen_digits(digits[:2], 2.5 / 28, cache)[0].max() == 0  # another set: redrawn
+    assert pen_digits(digits[:2], 3.0 / 28, cache)[1].sum() > drawn[1].sum()  # another pen: redrawn, wider
