@@ -104,15 +104,16 @@ def render(strokes: list[Stroke], side: int = 280, pen: float = 1 / 14) -> np.nd
 
 def pen_digits(images: np.ndarray, pen: float, cache: Path | None = None) -> np.ndarray:
     """MNIST digits [N,28,28] (0-255) redrawn with a round pen `pen` of their 28 px frame wide, as their traced strokes:
-    float32 [N,28,28] in [0,1]. About 2 ms a digit, so the 60,000 training digits are kept in `cache` (an .npy file,
-    remade when the digits' count or the pen differs)."""
+    float32 [N,28,28] in [0,1]. About 2 ms a digit, so the 60,000 training digits are kept in `cache` (an .npz file,
+    the pen beside them; remade when the digits' count or the pen differs)."""
     if cache is not None and cache.exists():
-        kept = np.load(cache, allow_pickle=False)
-        if kept.shape[0] == len(images) + 1 and kept[-1, 0, 0] == np.float32(pen):  # the pen is kept as float32 too
-            return kept[:-1]
-    drawn = np.stack([render(trace(d / 255.0), 28, pen) for d in tqdm(images, desc="pen strokes", unit="digit")])
+        with np.load(cache, allow_pickle=False) as kept:
+            if kept["digits"].shape[0] == len(images) and float(kept["pen"]) == pen:
+                return kept["digits"]
+    drawn = np.stack([render(trace(d / 255.0), 28, pen) for d in tqdm(images, desc="pen strokes", unit="digit")]).astype(np.float32)
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        np.save(cache, np.concatenate([drawn, np.full((1, 28, 28), pen, np.float32)]).astype(np.float32))
+        with cache.open("wb") as f:  # a file object: np.savez would add .npz to a name without it
+            np.savez(f, digits=drawn, pen=np.float64(pen))
         log.info("%d digits redrawn with the pen, kept in %s", len(images), cache)
-    return drawn.astype(np.float32)
+    return drawn

@@ -272,7 +272,7 @@ def train(args: argparse.Namespace) -> dict:
     xtr, ytr, xte, yte = load_tensors(args.data, args.limit)
     drawn = None
     if args.drawn_share > 0:
-        pen = pen_digits((xtr[:, 0].numpy() * 255.0).round().astype(np.uint8), DRAWN_PEN, out / f"pen-digits-{len(xtr)}.npy")
+        pen = pen_digits((xtr[:, 0].numpy() * 255.0).round().astype(np.uint8), DRAWN_PEN, out / f"pen-digits-{len(xtr)}.npz")
         drawn = torch.from_numpy(pen).unsqueeze(1).to(device)
     xtr, ytr = xtr.to(device), ytr.to(device)
     evaluation = fixed_test_pairs(xte, yte, args.eval_pairs)

@@ -461,9 +461,7 @@ def is_drawing(pixels: np.ndarray, alpha: np.ndarray) -> bool:
     opaque = alpha[::2, ::2] >= 0.5
     if not opaque.any():
         return not alpha.any()  # a blank canvas; faint marks alone are judged as any picture's
-    ink = pixels[::2, ::2][opaque]  # [K] grey or [K,3] colour
-    if ink.ndim == 2:
-        ink = ink @ np.array([0.299, 0.587, 0.114], np.float32)  # to_grey's luma
+    ink = to_grey(pixels[::2, ::2])[opaque]
     return float(ink.max() - ink.min()) <= DRAWING_TOLERANCE
 
 
@@ -471,12 +469,13 @@ def to_mnist(pixels: np.ndarray, alpha: np.ndarray | None = None, size: int = 28
     """Any picture of a digit, values in [0,1] ([H,W] grey or [H,W,3] colour, optional alpha [H,W]),
     -> float32 [size,size], background 0 and ink up to 1, as MNIST; all zeros when no digit is found. A drawing (ink of
     one colour on a transparent ground) is read as the page reads its own canvas: its alpha, fit and centred."""
-    if alpha is not None and is_drawing(np.asarray(pixels, dtype=np.float32), np.asarray(alpha, dtype=np.float32)):
+    pixels = np.asarray(pixels, dtype=np.float32)
+    alpha = None if alpha is None else np.asarray(alpha, dtype=np.float32)
+    if alpha is not None and is_drawing(pixels, alpha):
         return drawing_to_mnist(alpha, size, box)
     # grey first: luma is a weighted mean of the channels, so compositing after it gives the same grey image for a third
     # of the work (a 280x280 canvas export: 1.2 ms less, BENCHMARKS.md's notes)
-    x = to_grey(np.asarray(pixels, dtype=np.float32))
-    x = np.fmax(np.minimum(x, 1.0), 0.0)  # into [0,1]; NaN -> 0 (minimum keeps a NaN, fmax drops it)
+    x = np.fmax(np.minimum(to_grey(pixels), 1.0), 0.0)  # into [0,1]; NaN -> 0 (minimum keeps a NaN, fmax drops it)
     if alpha is not None:
-        x = flatten_alpha(x, np.nan_to_num(np.asarray(alpha, dtype=np.float32), nan=1.0))
+        x = flatten_alpha(x, np.nan_to_num(alpha, nan=1.0))
     return fit_and_centre(find_digit(shrink(x, WORK_SIDE)), size, box)

@@ -30,7 +30,7 @@ def test_digits_redrawn_with_the_pen_keep_their_place_and_are_kept_for_the_next_
     digits = np.zeros((3, 28, 28), np.uint8)
     digits[0, 5:23, 13:15] = 255  # a 1
     digits[1, 6:9, 8:20] = 255  # a bar
-    cache = tmp_path / "pen.npy"
+    cache = tmp_path / "pen.npz"
     drawn = pen_digits(digits, 2.5 / 28, cache)
     assert drawn.shape == (3, 28, 28) and drawn.dtype == np.float32 and drawn.max() <= 1.0
     assert drawn[0, 8:20, 12:16].mean() > 0.5 and drawn[0, :, :9].max() == 0 and drawn[2].max() == 0
