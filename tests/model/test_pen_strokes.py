@@ -40,3 +40,13 @@ def test_digits_redrawn_with_the_pen_keep_their_place_and_are_kept_for_the_next_
     digits[0] = 0
     assert pen_digits(digits[:2], 2.5 / 28, cache)[0].max() == 0  # another set: redrawn
     assert pen_digits(digits[:2], 3.0 / 28, cache)[1].sum() > drawn[1].sum()  # another pen: redrawn, wider
+
+
+def test_digits_drawn_by_several_processes_are_those_one_draws() -> None:
+    rng = np.random.default_rng(0)
+    digits = np.zeros((192, 28, 28), np.uint8)
+    for d in digits:  # a bar and a stroke across it, each digit its own
+        y, x = rng.integers(6, 16, 2)
+        d[y : y + 8, x : x + 3] = 255
+        d[y + 4 : y + 6, 5:23] = 200
+    assert np.array_equal(pen_digits(digits, 2.5 / 28, workers=2), pen_digits(digits, 2.5 / 28, workers=1))
