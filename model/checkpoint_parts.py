@@ -30,8 +30,12 @@ RECORD = ("config", "args", "epoch", "history", "best_acc", "train_seconds", "pa
 
 
 def slim(ckpt: dict) -> dict:
-    """The best weights (as `model`) and the run's record, without the optimiser, scheduler or the other weights."""
-    return {"model": checkpoint_weights(ckpt), "ema": None, "best_weights": "model", **{k: ckpt[k] for k in RECORD if k in ckpt}}
+    """The best weights and the run's record, without the optimiser, scheduler or the other weights. The best weights
+    are `model` (what a resume loads) and, when they were the average, `ema` too, the same tensors saved once: so
+    `best_weights` still says which they were, and the export's card does not call an average the trained weights."""
+    which, weights = ckpt.get("best_weights", "model"), checkpoint_weights(ckpt)
+    record = {k: ckpt[k] for k in RECORD if k in ckpt}
+    return {"model": weights, "ema": weights if which == "ema" else None, "best_weights": which, **record}
 
 
 def pack(checkpoint: Path, out: Path, part_mib: float = PART_MIB) -> list[Path]:

@@ -32,7 +32,8 @@ def test_parts_stay_under_the_limit_and_join_into_the_best_weights_and_the_recor
     original = torch.load(checkpoint, weights_only=False)
     weights = checkpoint_weights(whole)
     assert all(torch.equal(weights[k], original["ema"][k]) for k in original["ema"]), "the weights the score was measured on"
-    assert "optimizer" not in whole and whole["ema"] is None
+    assert "optimizer" not in whole and whole["best_weights"] == "ema", "the card says the average was exported"
+    assert all(torch.equal(whole["model"][k], weights[k]) for k in weights), "a resume loads the same best weights"
     assert {k: whole[k] for k in ("epoch", "pairs_seen", "history", "best_acc", "args")} == {
         k: original[k] for k in ("epoch", "pairs_seen", "history", "best_acc", "args")
     }
