@@ -63,21 +63,29 @@ def open_image(data: bytes, max_pixels: int) -> Image.Image:
 
 def load_pixels(im: Image.Image, max_side: int) -> tuple[np.ndarray, np.ndarray | None]:
     """Decode an opened image into values in [0,1]: grey [H,W] or RGB [H,W,3], plus alpha [H,W] if it has one,
-    at most about 2 x `max_side` on the longer edge (`_decoded`). Animated images give their first frame."""
-    return _to_array(_decoded(im, max_side))
+    at most about 2 x `max_side` on the longer edge (`decode`). Animated images give their first frame."""
+    return values(decode(im, max_side))
 
 
 def load_alpha(im: Image.Image, max_side: int) -> np.ndarray | None:
     """Only the alpha [H,W] that load_pixels gives, None for an image without one: a drawing's ink is its alpha, and
     the float copy of the colour channels it never reads was a third of a canvas's decode (BENCHMARKS.md's notes)."""
-    im = _decoded(im, max_side)
+    im = decode(im, max_side)
     if not _has_alpha(im):
         return None
     alpha = (im if im.mode in ("RGBA", "LA") else im.convert("RGBA")).getchannel("A")
     return np.divide(np.asarray(alpha), np.float32(255.0), dtype=np.float32)
 
 
-def _decoded(im: Image.Image, max_side: int) -> Image.Image:
+def rgba8(im: Image.Image) -> np.ndarray | None:
+    """A decoded 8-bit image with an alpha channel as uint8 [H,W,4], None for any other: what a drawing is told by
+    (preprocess.is_drawing) before any float copy is made."""
+    if not _has_alpha(im):
+        return None
+    return np.asarray(im if im.mode == "RGBA" else im.convert("RGBA"))
+
+
+def decode(im: Image.Image, max_side: int) -> Image.Image:
     """The opened image decoded at most about 2 x `max_side` on the longer edge: a JPEG is decoded at reduced scale by
     libjpeg itself (Pillow's draft), anything else reduced by whole-pixel box averaging right after decoding, before any
     float copy is made (a 4000x4000 RGBA image would be 256 MB as float32)."""
@@ -108,7 +116,8 @@ def _has_alpha(im: Image.Image) -> bool:
     return im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info)
 
 
-def _to_array(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None]:
+def values(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None]:
+    """A decoded image's values in [0,1]: grey [H,W] or RGB [H,W,3], and its alpha [H,W] if it has one."""
     mode = im.mode
     if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
         arr = np.asarray(im, dtype=np.float64)

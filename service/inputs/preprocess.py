@@ -453,15 +453,17 @@ def is_drawing(pixels: np.ndarray, alpha: np.ndarray) -> bool:
     """Ink of one colour on a transparent ground, as a canvas exports a drawing (the page's, a paint program's): all the
     picture holds is its alpha. There is no paper, light or speck to tell from the digit, so the search of a photo has
     nothing to find in it and costs a drawing most of its preprocessing (BENCHMARKS.md, front). A cut-out photo or a
-    coloured logo holds colours beside its alpha and is searched as any picture."""
+    coloured logo holds colours beside its alpha and is searched as any picture. Values in [0,1], or 8-bit (uint8) as
+    an upload is decoded, judged alike."""
+    top = np.float32(255.0 if alpha.dtype == np.uint8 else 1.0)
     if np.count_nonzero(alpha == 0) < DRAWING_GROUND * alpha.size:
         return False
     # the colours on every other row and column: a photo's grain or a second colour shows there as well, for a quarter
     # of the gather (0.27 ms on a 280x280 canvas)
-    opaque = alpha[::2, ::2] >= 0.5
+    opaque = alpha[::2, ::2] >= 0.5 * top
     if not opaque.any():
         return not alpha.any()  # a blank canvas; faint marks alone are judged as any picture's
-    ink = to_grey(pixels[::2, ::2])[opaque]
+    ink = to_grey(pixels[::2, ::2] / top)[opaque]
     return float(ink.max() - ink.min()) <= DRAWING_TOLERANCE
 
 

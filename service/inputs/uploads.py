@@ -14,13 +14,19 @@ import numpy as np
 from PIL import Image
 
 from service.errors import BadInput, for_item
-from service.inputs.images import load_alpha, load_pixels, open_image
-from service.inputs.preprocess import WORK_SIDE, drawing_to_mnist, to_mnist
+from service.inputs.images import decode, load_alpha, open_image, rgba8, values
+from service.inputs.preprocess import WORK_SIDE, drawing_to_mnist, is_drawing, to_mnist
 from service.threads import Pool
 
 
 def _to_input(im: Image.Image, size: int, box: int) -> np.ndarray:
-    return to_mnist(*load_pixels(im, WORK_SIDE), size, box)
+    """A drawing is told by its 8-bit values as decoded, so that the float copy of colour channels it never reads again
+    is not made (to_mnist reads a drawing the same way from floats)."""
+    im = decode(im, WORK_SIDE)
+    rgba = rgba8(im)
+    if rgba is not None and is_drawing(rgba[..., :3], rgba[..., 3]):
+        return drawing_to_mnist(np.divide(rgba[..., 3], np.float32(255.0), dtype=np.float32), size, box)
+    return to_mnist(*values(im), size, box)
 
 
 def _drawing_to_input(im: Image.Image, size: int, box: int) -> np.ndarray:

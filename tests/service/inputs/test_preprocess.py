@@ -222,3 +222,15 @@ def test_only_one_colour_on_transparency_is_a_drawing():
     assert not is_drawing(cut_out, alpha)
     assert not is_drawing(rgb, np.ones_like(alpha))  # an opaque picture has no transparent ground
     assert not is_drawing(rgb, np.where(alpha > 0, 0.3, 0.0).astype(np.float32))  # only faint marks: judged as any picture
+
+
+def test_a_drawing_is_judged_alike_from_the_8_bit_values_an_upload_decodes_to():
+    rgb, alpha = _drawn()
+    cut_out = rgb.copy()
+    cut_out[:, :150] = 0.9
+    faint = np.where(alpha > 0, 0.3, 0.0).astype(np.float32)
+    cases = [(rgb, alpha), (rgb[..., 0], alpha), (rgb, np.zeros_like(alpha)), (cut_out, alpha), (rgb, np.ones_like(alpha)), (rgb, faint)]
+    for pixels, a in cases:
+        p8, a8 = (np.round(x * 255).astype(np.uint8) for x in (pixels, a))
+        assert is_drawing(p8, a8) == is_drawing(p8 / np.float32(255), a8 / np.float32(255))
+    assert [is_drawing(*(np.round(x * 255).astype(np.uint8) for x in c)) for c in cases] == [True, True, True, False, False, False]

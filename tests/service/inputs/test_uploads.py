@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,7 +15,8 @@ from PIL import Image
 from harness.server import Server
 from service.app import create_app
 from service.inputs.images import load_pixels, open_image
-from service.inputs.preprocess import WORK_SIDE
+from service.inputs.preprocess import WORK_SIDE, to_mnist
+from service.inputs.uploads import to_inputs
 from service.settings import Settings
 from tests.service.helpers import encode, health_while_decoding
 
@@ -31,6 +33,20 @@ def heavy_png() -> bytes:
 @pytest.fixture(scope="module")
 def big() -> bytes:
     return heavy_png()
+
+
+def test_an_uploaded_drawing_reads_as_its_decoded_values_do() -> None:
+    """A drawing judged on its 8-bit values answers as the same picture judged in floats; a picture that is not one too."""
+    drawing = np.zeros((280, 280, 4), np.uint8)
+    drawing[60:220, 120:150] = (20, 20, 20, 255)
+    drawing[58:62, 118:152, 3] = 128  # soft edges
+    cut_out = drawing.copy()
+    cut_out[:, :140, :3] = 230  # paper cut out onto transparency: two colours
+    for a in (drawing, cut_out):
+        png = encode(Image.fromarray(a, "RGBA"))
+        got = asyncio.run(to_inputs([png], pool=None, max_pixels=10**6, inline_pixels=10**6, size=28, box=20))
+        assert np.array_equal(got[0, 0], to_mnist(*load_pixels(open_image(png, 10**6), WORK_SIDE)))
+        assert got.max() > 0.9
 
 
 def test_a_large_jpeg_is_decoded_at_reduced_scale():
