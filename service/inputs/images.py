@@ -64,7 +64,7 @@ def open_image(data: bytes, max_pixels: int) -> Image.Image:
 def load_pixels(im: Image.Image, max_side: int) -> tuple[np.ndarray, np.ndarray | None]:
     """Decode an opened image into values in [0,1]: grey [H,W] or RGB [H,W,3], plus alpha [H,W] if it has one,
     at most about 2 x `max_side` on the longer edge (`decode`). Animated images give their first frame."""
-    return values(decode(im, max_side))
+    return pixel_values(decode(im, max_side))
 
 
 def load_alpha(im: Image.Image, max_side: int) -> np.ndarray | None:
@@ -116,7 +116,7 @@ def _has_alpha(im: Image.Image) -> bool:
     return im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info)
 
 
-def values(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None]:
+def pixel_values(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None]:
     """A decoded image's values in [0,1]: grey [H,W] or RGB [H,W,3], and its alpha [H,W] if it has one."""
     mode = im.mode
     if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):

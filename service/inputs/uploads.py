@@ -14,7 +14,7 @@ import numpy as np
 from PIL import Image
 
 from service.errors import BadInput, for_item
-from service.inputs.images import decode, load_alpha, open_image, rgba8, values
+from service.inputs.images import decode, load_alpha, open_image, pixel_values, rgba8
 from service.inputs.preprocess import WORK_SIDE, drawing_to_mnist, is_drawing, to_mnist
 from service.threads import Pool
 
@@ -26,7 +26,7 @@ def _to_input(im: Image.Image, size: int, box: int) -> np.ndarray:
     rgba = rgba8(im)
     if rgba is not None and is_drawing(rgba[..., :3], rgba[..., 3]):
         return drawing_to_mnist(np.divide(rgba[..., 3], np.float32(255.0), dtype=np.float32), size, box)
-    return to_mnist(*values(im), size, box)
+    return to_mnist(*pixel_values(im), size, box)
 
 
 def _drawing_to_input(im: Image.Image, size: int, box: int) -> np.ndarray:
