@@ -10,12 +10,11 @@ have made them. Rendering (`render`) draws the strokes with a round pen, as the 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -26,7 +25,6 @@ log = logging.getLogger("capsnet.pen_strokes")
 Stroke = list[tuple[float, float]]
 PAGE_SIDE, PEN = 280, 1 / 14  # the page's two-digit canvas and its round pen, a fraction of the canvas wide
 DRAWN_PEN = PEN * 36 / 28  # that pen as a share of a digit's 28 px frame, which spans 28/36 of the two-digit canvas
-T, R = TypeVar("T"), TypeVar("R")
 NEIGHBOURS = [(-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1)]  # P2..P9, clockwise from north
 
 
@@ -126,8 +124,8 @@ def pen_digits(images: np.ndarray, pen: float, cache: Path | None = None, worker
     bar = tqdm(total=len(images), desc="pen strokes", unit="digit")
     parts = []
     # spawned, not forked: the caller may hold torch's threads, which a fork would copy mid-flight
-    with multiprocessing.get_context("spawn").Pool(workers) if workers > 1 else _Serial() as pool:
-        for part in pool.imap(_pen_chunk, chunks):
+    with multiprocessing.get_context("spawn").Pool(workers) if workers > 1 else contextlib.nullcontext() as pool:
+        for part in (pool.imap if pool is not None else map)(_pen_chunk, chunks):
             parts.append(part)
             bar.update(len(part))
     bar.close()
@@ -138,16 +136,3 @@ def pen_digits(images: np.ndarray, pen: float, cache: Path | None = None, worker
             np.savez(f, digits=drawn, pen=np.float64(pen))
         log.info("%d digits redrawn with the pen by %d processes, kept in %s", len(images), workers, cache)
     return drawn
-
-
-class _Serial:
-    """A pool of one, in this process: a few digits are drawn faster than processes start."""
-
-    def __enter__(self) -> _Serial:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def imap(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
-        return map(fn, items)

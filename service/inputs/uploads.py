@@ -15,18 +15,21 @@ from PIL import Image
 
 from service.errors import BadInput, for_item
 from service.inputs.images import decode, load_alpha, open_image, pixel_values, rgba8
-from service.inputs.preprocess import WORK_SIDE, drawing_to_mnist, is_drawing, to_mnist
+from service.inputs.preprocess import WORK_SIDE, drawing_to_mnist, is_drawing, picture_to_mnist, to_mnist
 from service.threads import Pool
 
 
 def _to_input(im: Image.Image, size: int, box: int) -> np.ndarray:
-    """A drawing is told by its 8-bit values as decoded, so that the float copy of colour channels it never reads again
-    is not made (to_mnist reads a drawing the same way from floats)."""
+    """A picture with an alpha channel is told to be a drawing or not once, from its 8-bit values as decoded: a
+    drawing's colour channels never become floats, and any other picture's floats come from the same array."""
     im = decode(im, WORK_SIDE)
     rgba = rgba8(im)
-    if rgba is not None and is_drawing(rgba[..., :3], rgba[..., 3]):
-        return drawing_to_mnist(np.divide(rgba[..., 3], np.float32(255.0), dtype=np.float32), size, box)
-    return to_mnist(*pixel_values(im), size, box)
+    if rgba is None:
+        return to_mnist(*pixel_values(im), size, box)
+    alpha = np.divide(rgba[..., 3], np.float32(255.0), dtype=np.float32)
+    if is_drawing(rgba[..., :3], rgba[..., 3]):
+        return drawing_to_mnist(alpha, size, box)
+    return picture_to_mnist(np.divide(rgba[..., :3], np.float32(255.0), dtype=np.float32), alpha, size, box)
 
 
 def _drawing_to_input(im: Image.Image, size: int, box: int) -> np.ndarray:
