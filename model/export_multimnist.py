@@ -32,6 +32,7 @@ from model.cli import log_to_console
 from model.data import load_tensors
 from model.export import OPSET, ExportedDecoder, _export, checked_parity, described, hardware, sha256, track_worst
 from model.multimnist import CONFIG, MAX_SHIFT, TEST_SEED, both_right, fixed_test_pairs, place
+from model.onnx_weights import HALF_MIN_ELEMENTS, round_to_half, store_half
 from model.train import checkpoint_weights
 from model.train_multimnist import forward_pairs
 
@@ -54,9 +55,15 @@ class ExportedMultiMNIST(nn.Module):
 
 
 def export(model: CapsNet, out: Path) -> tuple[Path, Path]:
+    """The network and its decoder as ONNX files in `out`. The network's file stores its weights at half precision
+    (model/onnx_weights.store_half: half the room in git, the same answers), and `model` is left holding them rounded
+    so, so that the parity check and every figure are of what the file holds. The decoder's file stays float32: the
+    page reads its layers as float32 arrays (static/capsule_decoder.js)."""
     s = model.cfg.image_size
     net, dec = out / FILE, out / DECODER
+    round_to_half(model)
     _export(ExportedMultiMNIST(model).eval(), (torch.rand(2, 1, s, s),), net, ["image"], list(OUTPUTS))
+    store_half(net)
     _export(
         ExportedDecoder(model).eval(),
         (torch.tensor([3, 5]), torch.rand(2, model.cfg.digit_dim)),
@@ -176,7 +183,12 @@ def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, t
         },
         "reconstructions": "the decoder on the two longest capsules, longest first",
         "decoder": {"file": DECODER, **common["decoder"]},
-        "onnx": {"opset": OPSET, "dynamic_axes": {"batch": 0}},
+        "onnx": {
+            "opset": OPSET,
+            "dynamic_axes": {"batch": 0},
+            "weights": f"{FILE}: float16 where a tensor holds {HALF_MIN_ELEMENTS} values or more, cast to float32 as the file "
+            f"loads (the graph computes in float32); {DECODER}: float32",
+        },
         "test": {**test, "measured_with": f"onnxruntime CPUExecutionProvider on weights/{FILE}"},
         "second_digit": rule,
         "data": (

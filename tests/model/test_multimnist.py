@@ -244,6 +244,11 @@ def test_export_contract_parity_and_card_entry(trained) -> None:
     assert [g.shape for g in got] == [(3, 10), (3, 10, 16), (3, 2, 1, 36, 36)]
     dec = ort.InferenceSession(str(weights / "multimnist-decoder.onnx"), providers=["CPUExecutionProvider"])
     assert dec.run(None, {"digit": np.array([1, 2]), "pose": np.zeros((2, 16), np.float32)})[0].shape == (2, 1, 36, 36)
+    import onnx
+
+    halves = {i.name: i.data_type == onnx.TensorProto.FLOAT16 for i in onnx.load(str(weights / "multimnist.onnx")).graph.initializer}
+    assert halves["model.primary.conv.weight"] and halves["model.digit.W"], "the network's weights stored at half precision"
+    assert not any(i.data_type == onnx.TensorProto.FLOAT16 for i in onnx.load(str(weights / "multimnist-decoder.onnx")).graph.initializer)
     card = json.loads((weights / "model-card.json").read_text())
     entry = card["multimnist"]
     assert card["name"] == "capsnet-mnist", "the MNIST entry is left as it was"
