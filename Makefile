@@ -11,7 +11,7 @@ CHECKPOINT ?= checkpoints/best.pt
 SERVE_REQS := requirements/serve.txt requirements/ort-cpu.txt
 DEV_REQS   := $(SERVE_REQS) requirements/train.txt requirements/test.txt
 
-.PHONY: install run test train resume train-multimnist export-multimnist calibrate-pairs evaluate export quantize calibrate atlas routing baseline robustness bench clean
+.PHONY: install run test train resume train-multimnist export-multimnist calibrate-pairs evaluate export quantize calibrate atlas routing baseline robustness screenshots bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,9 @@ baseline: $(VENV)/.dev-installed  ## the comparison CNN, trained like CapsNet ->
 
 robustness: $(VENV)/.dev-installed  ## CapsNet vs the baseline CNN under rotation, scale, shear -> model card + docs/robustness.png
 	$(BIN)/python -m model.robustness --data $(DATA)
+
+screenshots: $(VENV)/.dev-installed  ## the README's screenshots of the real page in Chromium -> docs/screenshot.png, docs/pairs.png (after new weights)
+	$(BIN)/python -m harness.screenshots --data $(DATA)
 
 bench: $(VENV)/.dev-installed  ## benchmarks -> bench/results/*.json and BENCHMARKS.md
 	$(BIN)/python -m bench

@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from pathlib import Path
 from typing import Any
 
+from harness.page import CHROMIUM, LAUNCH_ARGS
 from harness.server import Server
 
 log = logging.getLogger("bench.page")
 
-CHROMIUM = os.environ.get("CAPSNET_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 ZERO = [(0.5 + 0.22 * math.sin(2 * math.pi * k / 48), 0.5 - 0.33 * math.cos(2 * math.pi * k / 48)) for k in range(49)]  # a drawn 0
 POSITIONS, HZ = 30, 60  # a drag across 30 positions of a slider at a display's 60 Hz
 RTTS_MS = (0, 100, 200)
@@ -139,7 +137,7 @@ def measure(weights: Path) -> dict:
     server = Server({"CAPSNET_LOG_LEVEL": "warning"}, weights=weights).wait_ready(120)
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
             first = _first_touch(browser, server.url)
             drags = [_drag(browser, server.url, where, rtt) for rtt in RTTS_MS for where in ("browser", "server")]
             browser.close()

@@ -6,19 +6,17 @@ CAPSNET_REQUIRE_BROWSER=1 (CI) makes that a failure.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.page import CHROMIUM, LAUNCH_ARGS
 from harness.server import Server
 from tests.needs import missing
 from tests.static.pages import Watch, open_page
 
-CHROMIUM = os.environ.get("CAPSNET_CHROMIUM", "/usr/bin/chromium")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 READY_TIMEOUT_S = 60.0
 
 

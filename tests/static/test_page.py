@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from harness.clients import multipart_png
+from harness.page import canvas_box, draw
 from harness.server import Server
 from tests.conftest import WEIGHTS, committed_pairs, fewest
 from tests.static.pages import WAIT_MS, Watch, open_page
@@ -52,25 +53,6 @@ def expect(*args: Any) -> Any:
     from playwright.sync_api import expect as _expect
 
     return _expect(*args)
-
-
-def canvas_box(page: Any, canvas: str = "draw-canvas") -> dict[str, float]:
-    return page.get_by_test_id(canvas).bounding_box()
-
-
-def draw(page: Any, strokes: list[list[tuple[float, float]]], steps: int = 4, canvas: str = "draw-canvas") -> None:
-    """Mouse strokes along polylines given in fractions of the canvas."""
-    box = canvas_box(page, canvas)
-
-    def at(p: tuple[float, float]) -> tuple[float, float]:
-        return box["x"] + p[0] * box["width"], box["y"] + p[1] * box["height"]
-
-    for stroke in strokes:
-        page.mouse.move(*at(stroke[0]))
-        page.mouse.down()
-        for p in stroke[1:]:
-            page.mouse.move(*at(p), steps=steps)
-        page.mouse.up()
 
 
 def wait_predicted(page: Any, digit: int) -> None:
