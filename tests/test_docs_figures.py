@@ -352,3 +352,10 @@ def test_the_pages_drawing_cost_over_a_small_upload_is_the_benchmarks():
     prose = _prose("docs/performance.md")
     assert f"needs no search: {more:.1f} ms of CPU more than a 28x28 upload in the last run" in prose
     assert f"the same drawing uploaded as a 280x280 PNG file {upload:.1f} ms more" in prose
+
+
+@pytest.mark.parametrize("part", ["pairs", "pair_paths"])
+def test_the_two_digit_benchmarks_quoted_are_of_the_committed_network(part: str) -> None:
+    """The docs quote these parts' figures as the served network's: measured on another, they are another's."""
+    measured = json.loads((REPO / "bench" / "results" / f"{part}.json").read_text())["model"]
+    assert measured == PAIRS["version"], f"bench/results/{part}.json measured {measured}: run `python -m bench --only {part}`"
