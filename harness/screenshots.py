@@ -58,7 +58,7 @@ def _settled(page: Any, verdict: str) -> None:
 
 
 def whole_page(page: Any, digit: Any, out: Path) -> None:
-    draw(page, [[(x, y) for x, y in s] for s in trace(digit / 255.0)])
+    draw(page, trace(digit / 255.0))  # strokes in fractions of the 28x28 frame: the digit fills the canvas as MNIST fills its frame
     page.wait_for_function("() => /^\\d$/.test(document.querySelector('[data-testid=\"prediction\"]').textContent.trim())")
     _settled(page, "verdict")
     page.mouse.move(0, 0)  # no hover left on a control
