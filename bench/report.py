@@ -784,7 +784,9 @@ def _front(data: dict | None) -> list[str]:
         out += [
             f"Where the event loop's CPU goes on `{prof['request']}` ({prof['loop_ms']} ms a request in that run), py-spy's "
             f"{prof['samples']} samples of the main thread, each put in the phase of its innermost telling frame "
-            "(bench/loop_profile.py):",
+            "(bench/loop_profile.py). Sending is uvicorn's write of the response's head, and on loopback that write also "
+            "delivers the bytes to a client on the same cores and wakes it: sent as one write with the body, it cost the same "
+            "(BENCHMARKS.md's notes).",
             "",
             _table(["phase", "share", "ms a request"], rows),
             "",
