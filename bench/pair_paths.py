@@ -27,9 +27,9 @@ import onnxruntime as ort
 from PIL import Image
 
 from harness.pen_paths import pair_items
-from model import MNIST_DIR, MULTIMNIST_FILE
+from model import MNIST_DIR, MULTIMNIST_FILE, honesty_sets
 from model.idx import load_mnist
-from model.pair_rule import PATHS, PairRule, choose_thresholds, fit, mistakes, signals
+from model.pair_rule import DIGITS_SIGNAL_NAMES, PATHS, PairRule, choose_thresholds, digits_signals, fit, floors, mistakes, signals
 from model.pen_strokes import DRAWN_PEN, PAGE_SIDE, PEN, pen_digits, render, trace
 from model.pen_strokes import place as place_strokes
 from service.inputs.images import load_pixels, open_image
@@ -40,6 +40,8 @@ log = logging.getLogger("bench.pair_paths")
 CANVAS = 36  # the two-digit network's canvas
 UPLOADS = (("png", 72), ("png", 144), ("png", 288), ("jpeg", 144))
 SEEDS = {"calibration": 11, "held_out": 2017}
+NON_DIGITS = ("glyphs_clean", "glyphs_photo", "scribbles", "noise")
+TURNED_AWAY = 0.005  # the share of real inputs of each path the digits-at-all rule may turn away (on the calibration digits)
 
 
 def _composite(x: np.ndarray, item: dict) -> np.ndarray:
@@ -85,6 +87,46 @@ def inputs(x: np.ndarray, items: list[dict], box: int) -> dict[str, np.ndarray]:
     }
 
 
+def non_digits(split: str, n: int, box: int, blank_below: float) -> dict[str, np.ndarray]:
+    """What is no digit, uploaded: letters and symbols (clean and photographed) and scribbles from the `is_digit` rule's
+    sets of the split (model/honesty_sets.py), and uniform noise, each made a 36x36 input as the service makes any
+    picture; those it finds blank left out, as the service answers them blank. {set: [N,1,36,36]}."""
+    rng = np.random.default_rng(SEEDS[split])
+    sets = {
+        "glyphs_clean": honesty_sets.glyphs(split, n, False)[0],
+        "glyphs_photo": honesty_sets.glyphs(split, n, True)[0],
+        "scribbles": honesty_sets.scribbles(split, n)[0],
+        "noise": [(rng.random((64, 64)) * 255).astype(np.uint8) for _ in range(n)],
+    }
+    out = {}
+    for name, images in sets.items():
+        x = np.stack([to_mnist(np.asarray(im, np.float32) / 255.0, None, CANVAS, box) for im in images])[:, None]
+        out[name] = x[x.reshape(len(x), -1).sum(1) >= blank_below]
+    return out
+
+
+def digits_rule(real: dict[str, np.ndarray], none: dict[str, np.ndarray]) -> PairRule:
+    """The digits-at-all rule fitted on real inputs (path -> signals: lone digits and pairs) against non-digits (set ->
+    signals), each path's threshold turning away TURNED_AWAY of its real inputs."""
+    s = np.concatenate([*real.values(), *none.values()])
+    is_real = np.arange(len(s)) < sum(len(v) for v in real.values())
+    return floors(fit(s, is_real, names=DIGITS_SIGNAL_NAMES), real, TURNED_AWAY)
+
+
+def digits_figures(rule: PairRule, real: dict[str, np.ndarray], none: dict[str, np.ndarray]) -> dict:
+    """What the rule turns away: real inputs by path, and non-digits by set, read with the upload path's threshold (a
+    picture of something else arrives as an upload)."""
+
+    def away(x: np.ndarray, path: str) -> float:
+        return round(float((rule.score(x) < rule.at(path)).mean()), 4)
+
+    return {
+        "real_turned_away": {p: away(x, p) for p, x in real.items()},
+        "turned_away": {name: away(x, "upload") for name, x in none.items()},
+        "non_digits": {name: len(x) for name, x in none.items()},
+    }
+
+
 def run(session: ort.InferenceSession, images: np.ndarray, batch: int = 100) -> dict[str, np.ndarray]:
     outs = [session.run(["lengths", "reconstructions"], {"image": images[i : i + batch]}) for i in range(0, len(images), batch)]
     return {"lengths": np.concatenate([o[0] for o in outs]), "reconstructions": np.concatenate([o[1] for o in outs])}
@@ -96,21 +138,34 @@ def _called_two(card_rule: dict, s: np.ndarray, path: str) -> np.ndarray:
     return s[:, 1] >= card_rule["second_min_length"]  # an older card: the second capsule's length alone
 
 
-def figures(items: list[dict], out: dict[str, np.ndarray], two: np.ndarray) -> dict:
-    """What a person meets on one path: lone digits called two, pairs called one, pairs with both digits named."""
+def figures(items: list[dict], out: dict[str, np.ndarray], two: np.ndarray, present: np.ndarray | None = None) -> dict:
+    """What a person meets on one path: lone digits called two, pairs called one, pairs with both digits named, and
+    (`present`: where the digits rule reads digits at all; None: everywhere) inputs answered with no digit."""
     top2 = np.argsort(-out["lengths"], axis=1)[:, :2]
     pair = np.array([len(it["labels"]) == 2 for it in items])
     named = np.array([set(t.tolist()) == set(it["labels"]) for t, it in zip(top2, items)])
     first = np.array([t[0] in it["labels"] for t, it in zip(top2, items)])
+    present = np.ones(len(items), bool) if present is None else present
+    two, one = two & present, ~two & present
     return {
         "lone": int((~pair).sum()),
         "pairs": int(pair.sum()),
         "lone_called_two": round(float(two[~pair].mean()), 4),
-        "lone_read_right": round(float((first & ~two)[~pair].mean()), 4),
-        "pairs_called_one": round(float((~two[pair]).mean()), 4),
+        "lone_read_right": round(float((first & one)[~pair].mean()), 4),
+        "pairs_called_one": round(float(one[pair].mean()), 4),
         "pairs_both_named": round(float((named & two)[pair].mean()), 4),
         "pairs_two_longest_right": round(float(named[pair].mean()), 4),  # the paper's measure, whatever the rule says
+        "lone_called_none": round(float((~present)[~pair].mean()), 4),
+        "pairs_called_none": round(float((~present)[pair].mean()), 4),
     }
+
+
+def _present(entry: dict, s: dict[str, np.ndarray]) -> dict[str, np.ndarray | None]:
+    """Where the card's digits rule (None without one) reads digits at all, by path, for their DIGITS_SIGNAL_NAMES `s`."""
+    if "digits" not in entry:
+        return dict.fromkeys(s)
+    rule = PairRule.from_card(entry["digits"]["rule"], DIGITS_SIGNAL_NAMES)
+    return {p: rule.score(x) >= rule.at(p) for p, x in s.items()}
 
 
 def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) -> dict:
@@ -122,6 +177,8 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
     box = entry["input"]["pair_box"]
     session = ort.InferenceSession(str(weights / MULTIMNIST_FILE), providers=["CPUExecutionProvider"])
     split = {}
+    real_digits: dict[str, dict[str, np.ndarray]] = {}
+    none_digits: dict[str, dict[str, np.ndarray]] = {}
     x = np.zeros(0)
     for name, part in (("calibration", "train"), ("held_out", "test")):
         x, y = load_mnist(data, part)  # the test digits stay in x for the traced pairs below
@@ -131,11 +188,16 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
         sig = {p: signals(runs[p]["lengths"], runs[p]["reconstructions"], by_path[p]) for p in PATHS}
         truth = np.array([len(it["labels"]) == 2 for it in items])
         split[name] = (items, runs, sig, truth)
+        real_digits[name] = {p: digits_signals(runs[p]["lengths"], runs[p]["reconstructions"], by_path[p]) for p in PATHS}
+        if calibrate or (name == "held_out" and "digits" in entry):
+            nd = non_digits(name, n // 2, box, card["is_digit"]["rule"]["blank_ink_below"])
+            none_digits[name] = {k: digits_signals(**run(session, x), images=x) for k, x in nd.items()}
         log.info("%s: %d lone digits and %d pairs through %s", name, n, n, ", ".join(PATHS))
     result: dict = {"model": entry["version"], "per_path": n, "uploads": [f"{f} {s}px" for f, s in UPLOADS]}
     items, runs, sig, truth = split["held_out"]
     try:
-        result["card_rule"] = {p: figures(items, runs[p], _called_two(entry["second_digit"], sig[p], p)) for p in PATHS}
+        present = _present(entry, real_digits["held_out"])
+        result["card_rule"] = {p: figures(items, runs[p], _called_two(entry["second_digit"], sig[p], p), present[p]) for p in PATHS}
     except ValueError as e:  # a rule fitted on other signals: calibrating replaces it, anything else must not measure it
         if not calibrate:
             raise
@@ -147,7 +209,9 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
         _, _, cal_sig, cal_truth = split["calibration"]
         rule = fit(np.concatenate([cal_sig[p] for p in PATHS]), np.concatenate([cal_truth] * len(PATHS)))
         rule = choose_thresholds(rule, {p: (cal_sig[p], cal_truth) for p in PATHS})
-        held = {p: figures(items, runs[p], rule.two(sig[p], p)) for p in PATHS}
+        digits = digits_rule(real_digits["calibration"], none_digits["calibration"])
+        present = {p: digits.score(x) >= digits.at(p) for p, x in real_digits["held_out"].items()}
+        held = {p: figures(items, runs[p], rule.two(sig[p], p), present[p]) for p in PATHS}
         result["fitted_rule"] = held
         result["calibration_mistakes"] = {p: mistakes(rule, cal_sig[p], cal_truth, rule.at(p)) for p in PATHS}
         entry["second_digit"] = {
@@ -157,8 +221,21 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
             "measured_on": f"{n} lone MNIST test digits and {n} test pairs through each path (bench/pair_paths.py); fitted on "
             f"as many training digits and pairs",
         }
+        digits_held = digits_figures(digits, real_digits["held_out"], none_digits["held_out"])
+        entry["digits"] = {
+            "rule": digits.as_card(),
+            "turned_away_share": TURNED_AWAY,
+            "held_out": digits_held,
+            "measured_on": f"the held-out inputs above, and up to {n // 2} of each set of non-digits (model/honesty_sets.py's "
+            "held-out letters and symbols, clean and photographed, and scribbles; uniform noise) uploaded; fitted on the "
+            "calibration split's",
+        }
+        result["fitted_digits"] = digits_held
         card_path.write_text(json.dumps(card, indent=1) + "\n")
         log.info("wrote the fitted one-or-two rule into %s", card_path)
+    if "digits" in entry and "held_out" in none_digits:  # the card's digits-at-all rule, as it holds now
+        rule_now = PairRule.from_card(entry["digits"]["rule"], DIGITS_SIGNAL_NAMES)
+        result["card_digits"] = digits_figures(rule_now, real_digits["held_out"], none_digits["held_out"])
     # read with the pixels path's threshold (they arrive as pixels do), of the rule the card holds now
     result["traced_pixels"] = figures(items, traced_run, _called_two(entry["second_digit"], traced_sig, "pixels"))
     return result

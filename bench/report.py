@@ -325,6 +325,23 @@ def _pair_paths(data: dict | None) -> list[str]:
             ["path", "lone called two %", "lone read right %", "pairs called one %", "pairs, both named %", "pairs, two longest right %"],
             rows,
         ),
+        *_digits_at_all(data.get("card_digits")),
+    ]
+
+
+def _digits_at_all(data: dict | None) -> list[str]:
+    """The card's digits-at-all rule on the same held-out inputs and on non-digits uploaded (bench/pair_paths.py)."""
+    if not data:
+        return []
+    rows = [[f"real inputs, {path}", "", round(100 * share, 1)] for path, share in data["real_turned_away"].items()]
+    rows += [[name, data["non_digits"][name], round(100 * share, 1)] for name, share in data["turned_away"].items()]
+    return [
+        "",
+        "The card's digits-at-all rule on the same real inputs, and on what is no digit uploaded (the `is_digit` sets' "
+        "held-out letters and symbols, clean and photographed, and scribbles; uniform noise): the share answered with no "
+        "digit (`not_digits`).",
+        "",
+        _table(["inputs", "count", "answered with no digit %"], rows),
     ]
 
 
@@ -769,6 +786,7 @@ def _front(data: dict | None) -> list[str]:
     health = data["service"]["GET /healthz"]
     rows = [[kind, *cells(r), f"{r['event_loop_ms'] / health['event_loop_ms']:.1f}x"] for kind, r in data["service"].items()]
     out = [
+        "",
         "## The front's CPU a request (bench/front.py)",
         "",
         f"The service with one onnxruntime thread a session (so the model's work is on its `capsnet-infer-*` threads), "

@@ -19,6 +19,11 @@ A logistic read-out scores the standardised signals; two digits where score >= t
 digits, alone and in pairs, as they arrive through each of the service's paths (PATHS: JSON pixels, uploaded pictures,
 the page's canvas), and each path has its own threshold, the one that keeps the worse of its two mistakes lowest: a
 drawing on the canvas is not a photo, and the same score does not mean the same on both.
+
+The same read-out, on those signals and what the six shortest capsules claim together (DIGITS_SIGNAL_NAMES), tells
+whether an input holds digits at all: fitted on real inputs of every path against the letters, symbols and scribbles of
+the one-digit network's `is_digit` sets and noise, each path's threshold (`floors`) turns away a set share of its real
+inputs. The network always has two longest capsules; what it reads in a letter is no digit, and the service says so.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ from typing import Any
 import numpy as np
 
 SIGNAL_NAMES = ("first_length", "second_length", "third_length", "fourth_length", "first_explains", "second_adds")
+# whether the input holds digits at all: the same, and what the six shortest capsules claim together (a letter or a
+# scribble leaves several capsules half long where digits leave them short)
+DIGITS_SIGNAL_NAMES = (*SIGNAL_NAMES, "rest_length")
 PATHS = ("pixels", "upload", "canvas")  # how an input reached the network: JSON pixels, a picture, the page's drawing
 
 
@@ -44,6 +52,12 @@ def signals(lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray
     return np.concatenate([ranked, np.stack([1.0 - alone, alone - both], 1)], 1).astype(np.float32)
 
 
+def digits_signals(lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray) -> np.ndarray:
+    """`signals`, then the six shortest capsules' summed length -> [N,7] (DIGITS_SIGNAL_NAMES)."""
+    rest = -np.sort(-lengths, axis=1)[:, 4:].sum(1, keepdims=True)
+    return np.concatenate([signals(lengths, reconstructions, images), rest], 1).astype(np.float32)
+
+
 @dataclass(frozen=True)
 class PairRule:
     mean: np.ndarray  # [6]
@@ -52,18 +66,20 @@ class PairRule:
     bias: float
     threshold: float  # for a path without one of its own
     thresholds: Mapping[str, float] = field(default_factory=dict)  # path -> its threshold
+    names: tuple[str, ...] = SIGNAL_NAMES  # the signals it reads: SIGNAL_NAMES (one digit or two), DIGITS_SIGNAL_NAMES
 
     @classmethod
-    def from_card(cls, rule: Mapping[str, Any]) -> PairRule:
-        if tuple(rule["signals"]) != SIGNAL_NAMES:
+    def from_card(cls, rule: Mapping[str, Any], names: tuple[str, ...] = SIGNAL_NAMES) -> PairRule:
+        """The card's rule, which must have been fitted on `names` as this module computes them."""
+        if tuple(rule["signals"]) != names:
             raise ValueError("the card's pair rule was fitted on other signals than model/pair_rule.py computes")
         arrays = {k: np.asarray(rule[k], np.float64) for k in ("mean", "scale", "weight")}
         thresholds = {k: float(v) for k, v in rule.get("thresholds", {}).items()}
-        return cls(**arrays, bias=float(rule["bias"]), threshold=float(rule["threshold"]), thresholds=thresholds)
+        return cls(**arrays, bias=float(rule["bias"]), threshold=float(rule["threshold"]), thresholds=thresholds, names=names)
 
     def as_card(self) -> dict[str, Any]:
         return {
-            "signals": list(SIGNAL_NAMES),
+            "signals": list(self.names),
             "mean": [round(float(v), 6) for v in self.mean],
             "scale": [round(float(v), 6) for v in self.scale],
             "weight": [round(float(v), 6) for v in self.weight],
@@ -83,8 +99,9 @@ class PairRule:
         return self.score(s) >= self.at(path)
 
 
-def fit(s: np.ndarray, two: np.ndarray, l2: float = 1e-3, steps: int = 50) -> PairRule:
-    """Logistic regression by Newton's method on standardised signals (threshold 0 until `choose_threshold`)."""
+def fit(s: np.ndarray, two: np.ndarray, l2: float = 1e-3, steps: int = 50, names: tuple[str, ...] = SIGNAL_NAMES) -> PairRule:
+    """Logistic regression by Newton's method on standardised signals `names` (threshold 0 until `choose_thresholds` or
+    `floors`); `two`: the inputs the score is to be high for."""
     mean, scale = s.mean(0), s.std(0) + 1e-6
     z = np.concatenate([(s - mean) / scale, np.ones((len(s), 1))], 1).astype(np.float64)
     y = two.astype(np.float64)
@@ -97,7 +114,7 @@ def fit(s: np.ndarray, two: np.ndarray, l2: float = 1e-3, steps: int = 50) -> Pa
         w -= step
         if np.abs(step).max() < 1e-8:
             break
-    return PairRule(mean, scale, w[:-1], float(w[-1]), 0.0)
+    return PairRule(mean, scale, w[:-1], float(w[-1]), 0.0, names=names)
 
 
 def mistakes(rule: PairRule, s: np.ndarray, two: np.ndarray, threshold: float) -> tuple[float, float]:
@@ -118,3 +135,10 @@ def choose_thresholds(rule: PairRule, paths: Mapping[str, tuple[np.ndarray, np.n
 
     own = {name: best([group]) for name, group in paths.items()}
     return replace(rule, threshold=best(list(paths.values())), thresholds=own)
+
+
+def floors(rule: PairRule, real: Mapping[str, np.ndarray], share: float) -> PairRule:
+    """Each path's threshold at the `share` quantile of its real inputs' scores (`real`: path -> their signals), and a
+    default one over all of them: a rule that tells digits from what is none turns away that share of real inputs."""
+    own = {name: float(np.quantile(rule.score(s), share)) for name, s in real.items()}
+    return replace(rule, threshold=float(np.quantile(np.concatenate([rule.score(s) for s in real.values()]), share)), thresholds=own)

@@ -69,15 +69,18 @@ def pair_answer(
     with_pixels: bool = False,
     path: str | None = None,
 ) -> dict[str, Any]:
-    """One input's answer: the digits found (two, one, or none: never a second digit the capsules do not back), the two
-    longest capsules' redrawings, and what the network saw. `image` [1,S,S]; blank as the MNIST card's rule says; `path`
-    how it came (model.pair_rule.PATHS), whose threshold tells one digit from two."""
+    """One input's answer: the digits found (two, one, or none: never a second digit the capsules do not back, nor a
+    digit in what the card's digits rule reads as none), the two longest capsules' redrawings, and what the network
+    saw. `image` [1,S,S]; blank as the MNIST card's rule says; `path` how it came (model.pair_rule.PATHS), whose
+    thresholds tell one digit from two and digits from none."""
     lengths = out["lengths"][0]
     ranked = [int(k) for k in np.argsort(-lengths, kind="stable")[:2]]
-    blank = float(image.sum()) < blank_rule.blank_ink_below
-    second = bool(engine.card.second_digit.two(out["lengths"][:1], out["reconstructions"][:1], image[None], path)[0])
-    found = [] if blank else ranked[: 2 if second else 1]
     card = engine.card
+    blank = float(image.sum()) < blank_rule.blank_ink_below
+    seen = out["lengths"][:1], out["reconstructions"][:1], image[None]
+    second = bool(card.second_digit.two(*seen, path)[0])
+    not_digits = not blank and card.digits is not None and not bool(card.digits.present(*seen, path)[0])
+    found = [] if blank or not_digits else ranked[: 2 if second else 1]
     return {
         "predictions": found,
         "ranked": ranked,
@@ -86,6 +89,7 @@ def pair_answer(
         "reconstructions": [picture(out["reconstructions"][0, k, 0], with_pixels) for k in range(2)],
         "input": picture(image[0], with_pixels),
         "blank": blank,
+        "not_digits": not_digits,
         "model": {"name": card.name, "version": card.version, "provider": engine.provider},
     }
 

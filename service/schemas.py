@@ -162,7 +162,8 @@ class PairPrediction(BaseModel):
 
     predictions: list[int] = Field(
         description="the digits found, longest capsule first: two, one when the second-longest capsule is too short to be a "
-        "digit (the card's `multimnist.second_digit` rule), none when the input is blank",
+        "digit (the card's `multimnist.second_digit` rule), none when the input is blank or holds no digit the network "
+        "knows (`not_digits`)",
         examples=[[7, 3]],
         max_length=2,
     )
@@ -177,6 +178,10 @@ class PairPrediction(BaseModel):
     )
     input: Picture = Field(description="the 36x36 image the network saw, after preprocessing")
     blank: bool = Field(description="no ink found in the input")
+    not_digits: bool = Field(
+        description="ink, but none of it read as digits: a letter, a scribble, noise (the card's `multimnist.digits` rule); "
+        "`predictions` is then empty, and `ranked` says only which capsules are longest"
+    )
     model: PairModelInfo
 
 

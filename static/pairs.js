@@ -179,6 +179,7 @@ export function createPairs(opts) {
 
   function verdictText(data) {
     if (data.blank) return "Nothing drawn yet";
+    if (data.not_digits) return "No digits: the capsules read none in this (a letter, a scribble?); draw two digits";
     var p = data.predictions;
     if (p.length === 2) return "Two digits: " + p[0] + " and " + p[1];
     return "One digit: " + p[0] + " (no second capsule is long enough; draw another digit over it)";
@@ -242,9 +243,10 @@ export function createPairs(opts) {
   function show(data, req) {
     state.result = data;
     state.deltas.fill(0);
-    sliders.forEach(function (s) { s.input.value = 0; s.out.textContent = "0.00"; s.input.disabled = !data || data.blank; });
-    els.reset.disabled = !data || data.blank;
-    els.capsule.disabled = !data || data.blank;
+    var none = !data || data.blank || data.not_digits; // no digit named: no pose to move
+    sliders.forEach(function (s) { s.input.value = 0; s.out.textContent = "0.00"; s.input.disabled = none; });
+    els.reset.disabled = none;
+    els.capsule.disabled = none;
     var truth = state.sample && !state.strokes.length && data ? " (the test pair: " + els.verdict.dataset.truth.replace(",", " and ") + ")" : "";
     els.verdict.textContent = (data ? verdictText(data) : "Draw two digits, one over the other") + truth;
     els.verdict.dataset.predictions = data ? data.predictions.join(",") : "";
@@ -261,6 +263,7 @@ export function createPairs(opts) {
       state.recon[k] = state.named[k] ? flat(data.reconstructions[k].pixels) : null;
       opts.setImage(els.alone[k], state.named[k] ? data.reconstructions[k].png : null);
       els.alone[k].closest("figure").classList.toggle("is-unnamed", !!data && !state.named[k]);
+      els.alone[k].closest("figure").querySelector(".unnamed-note").textContent = data && data.not_digits ? ": no digit read" : ": too short to be a digit";
       els.aloneCaption[k].textContent = data ? String(data.ranked[k]) : "\u2013";
       els.capsule.options[k].textContent = (k ? "second" : "first") + " capsule" + (data ? " (" + data.ranked[k] + ")" : "");
       els.capsule.options[k].disabled = !!data && !state.named[k];

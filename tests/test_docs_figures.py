@@ -16,6 +16,7 @@ from tests.service import test_tight_crops as tight_crops
 
 CARD = json.loads((WEIGHTS / "model-card.json").read_text())
 PAIRS = CARD["multimnist"]
+DIGITS = PAIRS["digits"]["held_out"]
 HELD = PAIRS["second_digit"]["held_out"]
 PAGE = json.loads((REPO / "bench" / "results" / "page.json").read_text())
 REAL = json.loads((REPO / "bench" / "results" / "realinput.json").read_text())
@@ -55,9 +56,19 @@ QUOTES = [
     ),
     (
         "docs/multimnist.md",
-        "canvas) to {:.1f}, {:.1f} and {:.1f}%, pairs answered as one from 1.6, 2.5 and 5.0% to {:.1f}, {:.1f} and {:.1f}%".format(
+        "the card's figures are: lone digits answered\nas two {:.1f}, {:.1f} and {:.1f}%, pairs answered as one {:.1f}, {:.1f} and "
+        "{:.1f}%, both digits named {:.1f}, {:.1f} and {:.1f}%".format(
             *(100 * HELD[p]["lone_called_two"] for p in ("pixels", "upload", "canvas")),
             *(100 * HELD[p]["pairs_called_one"] for p in ("pixels", "upload", "canvas")),
+            *(100 * HELD[p]["pairs_both_named"] for p in ("pixels", "upload", "canvas")),
+        ),
+    ),
+    (
+        "docs/multimnist.md",
+        "it turns away {:.1f}% of clean\nletters and symbols, {:.1f}% of photographed ones, {:.1f}% of scribbles and {:.1f}% of noise, "
+        "and {:.1f}, {:.1f} and {:.1f}% of real\ninputs".format(
+            *(100 * DIGITS["turned_away"][k] for k in ("glyphs_clean", "glyphs_photo", "scribbles", "noise")),
+            *(100 * DIGITS["real_turned_away"][p] for p in ("pixels", "upload", "canvas")),
         ),
     ),
     (

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from model import FP32_FILE
 from model.digit_rule import SIGNAL_NAMES, Scorer, judge
-from model.pair_rule import PairRule
+from model.pair_rule import DIGITS_SIGNAL_NAMES, PairRule, digits_signals
 from model.pair_rule import signals as pair_signals
 
 
@@ -140,6 +140,29 @@ class SecondDigit(_Section):
         return np.sort(lengths, axis=1)[:, -2] >= self.second_min_length
 
 
+class DigitsAtAll(_Section):
+    """Whether a two-digit input holds digits at all, or something the network knows no digit in (a letter, a scribble,
+    noise): model/pair_rule.py's read-out on DIGITS_SIGNAL_NAMES, fitted by bench/pair_paths.py on real inputs of each
+    path against the `is_digit` rule's non-digits, each path's threshold turning away a set share of real inputs."""
+
+    rule: dict[str, Any]
+
+    @model_validator(mode="after")
+    def _readable(self) -> DigitsAtAll:
+        PairRule.from_card(self.rule, DIGITS_SIGNAL_NAMES)  # fitted on the signals computed here
+        return self
+
+    @cached_property
+    def digits_rule(self) -> PairRule:
+        return PairRule.from_card(self.rule, DIGITS_SIGNAL_NAMES)
+
+    def present(self, lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray, path: str | None = None) -> np.ndarray:
+        """[N] bool: the network reads digits in `images` (that came by `path`), from its lengths [N,10] and its two
+        redrawings [N,2,1,S,S]."""
+        rule = self.digits_rule
+        return rule.score(digits_signals(lengths, reconstructions, images)) >= rule.at(path)
+
+
 class PairScore(_Section):
     """How the exported network did on the fixed test pairs (onnxruntime): what the page tells a person to expect."""
 
@@ -167,6 +190,7 @@ class PairCard(_NetworkCard):
 
     input: PairInput
     second_digit: SecondDigit
+    digits: DigitsAtAll | None = None  # a card without it: every input with ink holds digits
     test: PairScore | None = None
 
 

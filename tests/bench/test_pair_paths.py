@@ -69,3 +69,17 @@ def test_the_same_items_traced_with_the_pen_are_read_as_pixels(measured) -> None
     assert traced["lone"] == traced["pairs"] == N
     assert round(traced["pairs_two_longest_right"] * N) >= fewest(0.8, N)  # the committed network: 86% of 400 (BENCHMARKS.md)
     assert traced["pairs_two_longest_right"] <= pixels["pairs_two_longest_right"] + 0.1
+
+
+def test_calibrating_writes_a_digits_rule_the_service_reads(measured) -> None:
+    """The digits-at-all rule: in the card with its held-out figures, read by the service, turning away the real inputs
+    of each path rarely and the non-digits far more often (60 + 60 real inputs a path, 30 of each non-digit set here)."""
+    from service.engine.card import load_card
+
+    result, weights = measured
+    digits = load_card(weights).multimnist.digits
+    assert digits is not None and set(digits.digits_rule.thresholds) == set(PATHS)
+    held = result["fitted_digits"]
+    assert json.loads((weights / "model-card.json").read_text())["multimnist"]["digits"]["held_out"] == held
+    assert all(held["real_turned_away"][p] <= 0.1 for p in PATHS), held
+    assert held["turned_away"]["noise"] >= 0.8 and held["turned_away"]["scribbles"] >= 0.5, held

@@ -5,7 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.pair_rule import PATHS, SIGNAL_NAMES, PairRule, choose_thresholds, fit, mistakes, signals
+from model.pair_rule import (
+    DIGITS_SIGNAL_NAMES,
+    PATHS,
+    SIGNAL_NAMES,
+    PairRule,
+    choose_thresholds,
+    digits_signals,
+    fit,
+    floors,
+    mistakes,
+    signals,
+)
 
 
 def test_signals_read_what_the_second_redrawing_adds() -> None:
@@ -48,3 +59,31 @@ def test_a_rule_fitted_on_other_signals_is_refused() -> None:
     card["signals"] = ["second_length"]
     with pytest.raises(ValueError, match="other signals"):
         PairRule.from_card(card)
+
+
+def test_the_digits_rule_turns_away_its_share_of_real_inputs_on_each_path() -> None:
+    """Fitted on real inputs against non-digits, each path's floor turns away the share asked of its real inputs; it
+    travels through the card with the signals it reads, and a card rule of the other kind is refused."""
+    rng = np.random.default_rng(1)
+    k = len(DIGITS_SIGNAL_NAMES)
+    real = {p: (rng.normal(0.0, 1.0, (500, k)) + 2.0 + shift).astype(np.float32) for p, shift in zip(PATHS, (0.0, 0.0, 0.5))}
+    none = rng.normal(0.0, 1.0, (600, k)).astype(np.float32)
+    s = np.concatenate([*real.values(), none])
+    rule = floors(fit(s, np.arange(len(s)) < 1500, names=DIGITS_SIGNAL_NAMES), real, 0.02)
+    for p, x in real.items():
+        assert np.mean(rule.score(x) < rule.at(p)) == pytest.approx(0.02, abs=0.005), p
+    assert np.mean(rule.score(none) < rule.at("upload")) > 0.9
+    card = rule.as_card()
+    assert card["signals"] == list(DIGITS_SIGNAL_NAMES)
+    again = PairRule.from_card(card, DIGITS_SIGNAL_NAMES)
+    np.testing.assert_allclose(again.score(none), rule.score(none), atol=1e-4)  # the card keeps six decimals
+    with pytest.raises(ValueError, match="other signals"):
+        PairRule.from_card(card)  # read as the one-or-two rule
+
+
+def test_digits_signals_add_what_the_six_shortest_capsules_claim() -> None:
+    lengths = np.array([[0.9, 0.8, 0.1, 0.05, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]], np.float32)
+    images = np.zeros((1, 1, 4, 4), np.float32)
+    s = digits_signals(lengths, np.zeros((1, 2, 1, 4, 4), np.float32), images)
+    assert s.shape == (1, len(DIGITS_SIGNAL_NAMES)) and s[0, -1] == pytest.approx(0.55)  # five 0.1 and the 0.05
+    np.testing.assert_allclose(s[:, :-1], signals(lengths, np.zeros((1, 2, 1, 4, 4), np.float32), images))

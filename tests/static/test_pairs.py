@@ -81,6 +81,25 @@ def test_a_capsule_the_answer_does_not_name_is_not_drawn(session: tuple[Any, Wat
     page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-one-named.png"))
 
 
+GRID = [[(0.2, y), (0.8, y)] for y in (0.25, 0.45, 0.65)] + [[(x, 0.2), (x, 0.8)] for x in (0.3, 0.5, 0.7)]  # a '#'
+
+
+def test_a_drawing_of_no_digit_is_answered_with_none(session: tuple[Any, Watch]) -> None:
+    """A '#' drawn on section 7: the capsules are longest somewhere, but the card's digits rule reads no digit, so none
+    is named, none redrawn, and the sliders offer no pose."""
+    page, _ = session
+    page.get_by_test_id(PAIR).scroll_into_view_if_needed()
+    draw(page, GRID, steps=3, canvas=PAIR)
+    settled(page)
+    expect(page.get_by_test_id("pair-verdict")).to_contain_text("No digits")
+    assert predictions(page) == "" and colour_of(page) == {}
+    expect(page.locator("figure.is-unnamed")).to_have_count(2)
+    expect(page.locator("figure.is-unnamed figcaption").first).to_contain_text("no digit read")
+    assert overlay_colours(page) == {"red": 0, "green": 0}
+    expect(page.get_by_test_id("pair-slider-1")).to_be_disabled()
+    page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-no-digits.png"))
+
+
 def test_section_7_is_reached_from_the_top_of_the_page(session: tuple[Any, Watch]) -> None:
     page, _ = session
     link = page.get_by_test_id("jump-pairs")
