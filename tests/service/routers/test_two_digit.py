@@ -110,9 +110,6 @@ def test_a_blank_names_no_digit(client) -> None:
 def test_what_holds_no_digit_names_none(client) -> None:
     """Uniform noise uploaded in two-digit mode: the capsules are longest somewhere, but the card's digits rule reads no
     digit, so none is named, whatever `ranked` says (the card: all of its held-out noise turned away)."""
-    card = json.loads((WEIGHTS / "model-card.json").read_text())["multimnist"]
-    if "digits" not in card:
-        pytest.skip("the committed card has no digits rule yet (bench/pair_paths.py --calibrate)")
     rng = np.random.default_rng(3)
 
     def png(grey: np.ndarray) -> bytes:
