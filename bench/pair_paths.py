@@ -29,7 +29,18 @@ from PIL import Image
 from harness.pen_paths import pair_items
 from model import MNIST_DIR, MULTIMNIST_FILE, honesty_sets
 from model.idx import load_mnist
-from model.pair_rule import DIGITS_SIGNAL_NAMES, PATHS, PairRule, choose_thresholds, digits_signals, fit, floors, mistakes, signals
+from model.pair_rule import (
+    DIGITS_SIGNAL_NAMES,
+    PATHS,
+    PairRule,
+    choose_thresholds,
+    digits_signals,
+    fit,
+    floors,
+    mistakes,
+    signals,
+    with_rest,
+)
 from model.pen_strokes import DRAWN_PEN, PAGE_SIDE, PEN, pen_digits, render, trace
 from model.pen_strokes import place as place_strokes
 from service.inputs.images import load_pixels, open_image
@@ -188,7 +199,7 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
         sig = {p: signals(runs[p]["lengths"], runs[p]["reconstructions"], by_path[p]) for p in PATHS}
         truth = np.array([len(it["labels"]) == 2 for it in items])
         split[name] = (items, runs, sig, truth)
-        real_digits[name] = {p: digits_signals(runs[p]["lengths"], runs[p]["reconstructions"], by_path[p]) for p in PATHS}
+        real_digits[name] = {p: with_rest(sig[p], runs[p]["lengths"]) for p in PATHS}
         if calibrate or (name == "held_out" and "digits" in entry):
             nd = non_digits(name, n // 2, box, card["is_digit"]["rule"]["blank_ink_below"])
             none_digits[name] = {k: digits_signals(**run(session, x), images=x) for k, x in nd.items()}

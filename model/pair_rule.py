@@ -54,8 +54,14 @@ def signals(lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray
 
 def digits_signals(lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray) -> np.ndarray:
     """`signals`, then the six shortest capsules' summed length -> [N,7] (DIGITS_SIGNAL_NAMES)."""
+    return with_rest(signals(lengths, reconstructions, images), lengths)
+
+
+def with_rest(s: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """`signals` already computed [N,6] and the lengths [N,10] -> DIGITS_SIGNAL_NAMES [N,7], for a caller that reads both
+    rules of one input."""
     rest = -np.sort(-lengths, axis=1)[:, 4:].sum(1, keepdims=True)
-    return np.concatenate([signals(lengths, reconstructions, images), rest], 1).astype(np.float32)
+    return np.concatenate([s, rest], 1).astype(np.float32)
 
 
 @dataclass(frozen=True)

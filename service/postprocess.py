@@ -77,9 +77,8 @@ def pair_answer(
     ranked = [int(k) for k in np.argsort(-lengths, kind="stable")[:2]]
     card = engine.card
     blank = float(image.sum()) < blank_rule.blank_ink_below
-    seen = out["lengths"][:1], out["reconstructions"][:1], image[None]
-    second = bool(card.second_digit.two(*seen, path)[0])
-    not_digits = not blank and card.digits is not None and not bool(card.digits.present(*seen, path)[0])
+    two, present = card.read(out["lengths"][:1], out["reconstructions"][:1], image[None], path)
+    second, not_digits = bool(two[0]), not blank and not bool(present[0])
     found = [] if blank or not_digits else ranked[: 2 if second else 1]
     return {
         "predictions": found,

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from model import FP32_FILE
 from model.digit_rule import SIGNAL_NAMES, Scorer, judge
-from model.pair_rule import DIGITS_SIGNAL_NAMES, PairRule, digits_signals
+from model.pair_rule import DIGITS_SIGNAL_NAMES, PairRule, with_rest
 from model.pair_rule import signals as pair_signals
 
 
@@ -132,11 +132,11 @@ class SecondDigit(_Section):
     def pair_rule(self) -> PairRule | None:
         return PairRule.from_card(self.rule) if self.rule is not None else None
 
-    def two(self, lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray, path: str | None = None) -> np.ndarray:
-        """[N] bool: a second digit is there, for the network's lengths [N,10] and redrawings [N,2,1,S,S] of `images`
-        that came by `path` (model.pair_rule.PATHS)."""
+    def two(self, s: np.ndarray, lengths: np.ndarray, path: str | None = None) -> np.ndarray:
+        """[N] bool: a second digit is there, for the pair signals `s` [N,6] (model.pair_rule.signals) and lengths [N,10]
+        of inputs that came by `path` (model.pair_rule.PATHS)."""
         if self.pair_rule is not None:
-            return self.pair_rule.two(pair_signals(lengths, reconstructions, images), path)
+            return self.pair_rule.two(s, path)
         return np.sort(lengths, axis=1)[:, -2] >= self.second_min_length
 
 
@@ -156,11 +156,11 @@ class DigitsAtAll(_Section):
     def digits_rule(self) -> PairRule:
         return PairRule.from_card(self.rule, DIGITS_SIGNAL_NAMES)
 
-    def present(self, lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray, path: str | None = None) -> np.ndarray:
-        """[N] bool: the network reads digits in `images` (that came by `path`), from its lengths [N,10] and its two
-        redrawings [N,2,1,S,S]."""
+    def present(self, s: np.ndarray, lengths: np.ndarray, path: str | None = None) -> np.ndarray:
+        """[N] bool: the network reads digits in inputs that came by `path`, from their pair signals `s` [N,6] and
+        lengths [N,10]."""
         rule = self.digits_rule
-        return rule.score(digits_signals(lengths, reconstructions, images)) >= rule.at(path)
+        return rule.score(with_rest(s, lengths)) >= rule.at(path)
 
 
 class PairScore(_Section):
@@ -192,6 +192,15 @@ class PairCard(_NetworkCard):
     second_digit: SecondDigit
     digits: DigitsAtAll | None = None  # a card without it: every input with ink holds digits
     test: PairScore | None = None
+
+    def read(
+        self, lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray, path: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """([N] bool a second digit is there, [N] bool digits are there at all) for the network's lengths [N,10] and its
+        two redrawings [N,2,1,S,S] of `images` that came by `path`: both rules on signals computed once."""
+        s = pair_signals(lengths, reconstructions, images)
+        present = self.digits.present(s, lengths, path) if self.digits is not None else np.ones(len(s), bool)
+        return self.second_digit.two(s, lengths, path), present
 
 
 class ModelCard(_NetworkCard):
