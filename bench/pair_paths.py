@@ -36,10 +36,11 @@ from model.pair_rule import (
     choose_thresholds,
     digits_signals,
     fit,
+    fit_hidden,
     floors,
     mistakes,
     signals,
-    with_rest,
+    with_digits,
 )
 from model.pen_strokes import DRAWN_PEN, PAGE_SIDE, PEN, pen_digits, render, trace
 from model.pen_strokes import place as place_strokes
@@ -52,7 +53,7 @@ CANVAS = 36  # the two-digit network's canvas
 UPLOADS = (("png", 72), ("png", 144), ("png", 288), ("jpeg", 144))
 SEEDS = {"calibration": 11, "held_out": 2017}
 NON_DIGITS = ("glyphs_clean", "glyphs_photo", "scribbles", "noise")
-TURNED_AWAY = 0.005  # the share of real inputs of each path the digits-at-all rule may turn away (on the calibration digits)
+TURNED_AWAY = 0.0025  # the share of real inputs of each path the digits-at-all rule may turn away (on the calibration digits)
 
 
 def _composite(x: np.ndarray, item: dict) -> np.ndarray:
@@ -121,7 +122,7 @@ def digits_rule(real: dict[str, np.ndarray], none: dict[str, np.ndarray]) -> Pai
     signals), each path's threshold turning away TURNED_AWAY of its real inputs."""
     s = np.concatenate([*real.values(), *none.values()])
     is_real = np.arange(len(s)) < sum(len(v) for v in real.values())
-    return floors(fit(s, is_real, names=DIGITS_SIGNAL_NAMES), real, TURNED_AWAY)
+    return floors(fit_hidden(s, is_real, DIGITS_SIGNAL_NAMES), real, TURNED_AWAY)
 
 
 def digits_figures(rule: PairRule, real: dict[str, np.ndarray], none: dict[str, np.ndarray]) -> dict:
@@ -139,8 +140,9 @@ def digits_figures(rule: PairRule, real: dict[str, np.ndarray], none: dict[str, 
 
 
 def run(session: ort.InferenceSession, images: np.ndarray, batch: int = 100) -> dict[str, np.ndarray]:
-    outs = [session.run(["lengths", "reconstructions"], {"image": images[i : i + batch]}) for i in range(0, len(images), batch)]
-    return {"lengths": np.concatenate([o[0] for o in outs]), "reconstructions": np.concatenate([o[1] for o in outs])}
+    names = ["lengths", "poses", "reconstructions"]
+    outs = [session.run(names, {"image": images[i : i + batch]}) for i in range(0, len(images), batch)]
+    return {name: np.concatenate([o[k] for o in outs]) for k, name in enumerate(names)}
 
 
 def _called_two(card_rule: dict, s: np.ndarray, path: str) -> np.ndarray:
@@ -199,7 +201,7 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
         sig = {p: signals(runs[p]["lengths"], runs[p]["reconstructions"], by_path[p]) for p in PATHS}
         truth = np.array([len(it["labels"]) == 2 for it in items])
         split[name] = (items, runs, sig, truth)
-        real_digits[name] = {p: with_rest(sig[p], runs[p]["lengths"]) for p in PATHS}
+        real_digits[name] = {p: with_digits(sig[p], runs[p]["lengths"], runs[p]["poses"]) for p in PATHS}
         if calibrate or (name == "held_out" and "digits" in entry):
             nd = non_digits(name, n // 2, box, card["is_digit"]["rule"]["blank_ink_below"])
             none_digits[name] = {k: digits_signals(**run(session, x), images=x) for k, x in nd.items()}

@@ -20,10 +20,14 @@ digits, alone and in pairs, as they arrive through each of the service's paths (
 the page's canvas), and each path has its own threshold, the one that keeps the worse of its two mistakes lowest: a
 drawing on the canvas is not a photo, and the same score does not mean the same on both.
 
-The same read-out, on those signals and what the six shortest capsules claim together (DIGITS_SIGNAL_NAMES), tells
-whether an input holds digits at all: fitted on real inputs of every path against the letters, symbols and scribbles of
-the one-digit network's `is_digit` sets and noise, each path's threshold (`floors`) turns away a set share of its real
-inputs. The network always has two longest capsules; what it reads in a letter is no digit, and the service says so.
+A second read-out, on those signals, what the six shortest capsules claim together and the longest capsule's pose
+(DIGITS_SIGNAL_NAMES), through a layer of tanh units (`fit_hidden`), tells whether an input holds digits at all: fitted
+on real inputs of every path against the letters, symbols and scribbles of the one-digit network's `is_digit` sets and
+noise, each path's threshold (`floors`) turns away a set share of its real inputs. The network always has two longest
+capsules; what it reads in a letter is no digit, and the service says so. The pose, as in `is_digit`
+(model/digit_rule.py): a capsule encodes a digit's stroke, width and skew in the range its training digits span, and a
+letter that wins one sits outside it. (A logistic read-out of these signals, and of the two longest capsules' poses,
+turned away fewer letters at the same share of real inputs: BENCHMARKS.md, the notes.)
 """
 
 from __future__ import annotations
@@ -35,9 +39,10 @@ from typing import Any
 import numpy as np
 
 SIGNAL_NAMES = ("first_length", "second_length", "third_length", "fourth_length", "first_explains", "second_adds")
-# whether the input holds digits at all: the same, and what the six shortest capsules claim together (a letter or a
-# scribble leaves several capsules half long where digits leave them short)
-DIGITS_SIGNAL_NAMES = (*SIGNAL_NAMES, "rest_length")
+# whether the input holds digits at all: the same, what the six shortest capsules claim together (a letter or a
+# scribble leaves several capsules half long where digits leave them short), and the longest capsule's pose
+POSE_SIGNAL_NAMES = tuple(f"first_pose_{d}" for d in range(16))
+DIGITS_SIGNAL_NAMES = (*SIGNAL_NAMES, "rest_length", *POSE_SIGNAL_NAMES)
 PATHS = ("pixels", "upload", "canvas")  # how an input reached the network: JSON pixels, a picture, the page's drawing
 
 
@@ -52,27 +57,33 @@ def signals(lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray
     return np.concatenate([ranked, np.stack([1.0 - alone, alone - both], 1)], 1).astype(np.float32)
 
 
-def digits_signals(lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray) -> np.ndarray:
-    """`signals`, then the six shortest capsules' summed length -> [N,7] (DIGITS_SIGNAL_NAMES)."""
-    return with_rest(signals(lengths, reconstructions, images), lengths)
+def digits_signals(lengths: np.ndarray, poses: np.ndarray, reconstructions: np.ndarray, images: np.ndarray) -> np.ndarray:
+    """`signals`, then the six shortest capsules' summed length and the longest capsule's pose -> [N,23]
+    (DIGITS_SIGNAL_NAMES). poses [N,10,16]."""
+    return with_digits(signals(lengths, reconstructions, images), lengths, poses)
 
 
-def with_rest(s: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """`signals` already computed [N,6] and the lengths [N,10] -> DIGITS_SIGNAL_NAMES [N,7], for a caller that reads both
-    rules of one input."""
-    rest = -np.sort(-lengths, axis=1)[:, 4:].sum(1, keepdims=True)
-    return np.concatenate([s, rest], 1).astype(np.float32)
+def with_digits(s: np.ndarray, lengths: np.ndarray, poses: np.ndarray) -> np.ndarray:
+    """`signals` already computed [N,6], the lengths [N,10] and poses [N,10,16] -> DIGITS_SIGNAL_NAMES [N,23], for a
+    caller that reads both rules of one input."""
+    order = np.argsort(-lengths, axis=1, kind="stable")
+    rest = np.take_along_axis(lengths, order[:, 4:], axis=1).sum(1, keepdims=True)
+    longest = poses[np.arange(len(poses)), order[:, 0]]  # [N,16]
+    return np.concatenate([s, rest, longest], 1).astype(np.float32)
 
 
 @dataclass(frozen=True)
 class PairRule:
-    mean: np.ndarray  # [6]
-    scale: np.ndarray  # [6]
-    weight: np.ndarray  # [6]
+    mean: np.ndarray  # [len(names)]
+    scale: np.ndarray  # [len(names)]
+    weight: np.ndarray  # [len(names)]
     bias: float
     threshold: float  # for a path without one of its own
     thresholds: Mapping[str, float] = field(default_factory=dict)  # path -> its threshold
     names: tuple[str, ...] = SIGNAL_NAMES  # the signals it reads: SIGNAL_NAMES (one digit or two), DIGITS_SIGNAL_NAMES
+    # a layer of tanh units between the standardised signals and the read-out (`fit_hidden`); None: logistic (`fit`)
+    hidden_weight: np.ndarray | None = None  # [H,len(names)]
+    hidden_bias: np.ndarray | None = None  # [H]
 
     @classmethod
     def from_card(cls, rule: Mapping[str, Any], names: tuple[str, ...] = SIGNAL_NAMES) -> PairRule:
@@ -80,8 +91,9 @@ class PairRule:
         if tuple(rule["signals"]) != names:
             raise ValueError("the card's pair rule was fitted on other signals than model/pair_rule.py computes")
         arrays = {k: np.asarray(rule[k], np.float64) for k in ("mean", "scale", "weight")}
+        hidden = {k: np.asarray(rule[k], np.float64) for k in ("hidden_weight", "hidden_bias") if k in rule}
         thresholds = {k: float(v) for k, v in rule.get("thresholds", {}).items()}
-        return cls(**arrays, bias=float(rule["bias"]), threshold=float(rule["threshold"]), thresholds=thresholds, names=names)
+        return cls(**arrays, **hidden, bias=float(rule["bias"]), threshold=float(rule["threshold"]), thresholds=thresholds, names=names)
 
     def as_card(self) -> dict[str, Any]:
         return {
@@ -92,10 +104,15 @@ class PairRule:
             "bias": round(float(self.bias), 6),
             "threshold": round(float(self.threshold), 6),
             "thresholds": {k: round(float(v), 6) for k, v in self.thresholds.items()},
+            **({} if self.hidden_weight is None else {"hidden_weight": np.round(self.hidden_weight, 6).tolist()}),
+            **({} if self.hidden_bias is None else {"hidden_bias": np.round(self.hidden_bias, 6).tolist()}),
         }
 
     def score(self, s: np.ndarray) -> np.ndarray:
-        return ((s - self.mean) / self.scale) @ self.weight + self.bias
+        z = (s - self.mean) / self.scale
+        if self.hidden_weight is not None:
+            z = np.tanh(z @ self.hidden_weight.T + self.hidden_bias)
+        return z @ self.weight + self.bias
 
     def at(self, path: str | None) -> float:
         return self.thresholds.get(path, self.threshold) if path is not None else self.threshold
@@ -121,6 +138,43 @@ def fit(s: np.ndarray, two: np.ndarray, l2: float = 1e-3, steps: int = 50, names
         if np.abs(step).max() < 1e-8:
             break
     return PairRule(mean, scale, w[:-1], float(w[-1]), 0.0, names=names)
+
+
+def fit_hidden(
+    s: np.ndarray, real: np.ndarray, names: tuple[str, ...], hidden: int = 8, l2: float = 1e-3, steps: int = 1500, seed: int = 0
+) -> PairRule:
+    """A layer of `hidden` tanh units, then the logistic read-out, on standardised signals `names`: the two classes
+    weighed equally, fitted by full-batch Adam (rate 0.01, `l2` on every weight) from a seeded start (threshold 0 until
+    `floors`). Why more than `fit`: a pose is a digit's when its dimensions sit together as training digits' do, which
+    no one weighted sum of them tells (the `is_digit` rule reads the one-digit network's poses the same way)."""
+    mean, scale = s.mean(0), s.std(0) + 1e-6
+    z = ((s - mean) / scale).astype(np.float64)
+    y = real.astype(np.float64)
+    sample = np.where(real, 0.5 / y.mean(), 0.5 / (1.0 - y.mean())) / len(y)  # each class half the loss
+    rng = np.random.default_rng(seed)
+    bound_in, bound_out = 1.0 / np.sqrt(z.shape[1]), 1.0 / np.sqrt(hidden)
+    params = [
+        rng.uniform(-bound_in, bound_in, (hidden, z.shape[1])),
+        rng.uniform(-bound_in, bound_in, hidden),
+        rng.uniform(-bound_out, bound_out, hidden),
+        np.zeros(1),
+    ]
+    moments = [(np.zeros_like(p), np.zeros_like(p)) for p in params]
+    for t in range(1, steps + 1):
+        w1, b1, w2, b2 = params
+        h = np.tanh(z @ w1.T + b1)  # [N,H]
+        p = 1.0 / (1.0 + np.exp(-(h @ w2 + b2[0])))
+        d_out = (p - y) * sample  # d loss / d logit
+        d_h = np.outer(d_out, w2) * (1.0 - h * h)
+        grads = [d_h.T @ z, d_h.sum(0), h.T @ d_out, np.array([d_out.sum()])]
+        for k, (param, grad) in enumerate(zip(params, grads)):
+            grad = grad + l2 * param
+            m, v = moments[k]
+            m[:] = 0.9 * m + 0.1 * grad
+            v[:] = 0.999 * v + 0.001 * grad * grad
+            param -= 0.01 * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+    w1, b1, w2, b2 = params
+    return PairRule(mean, scale, w2, float(b2[0]), 0.0, names=names, hidden_weight=w1, hidden_bias=b1)
 
 
 def mistakes(rule: PairRule, s: np.ndarray, two: np.ndarray, threshold: float) -> tuple[float, float]:

@@ -77,7 +77,7 @@ def pair_answer(
     ranked = [int(k) for k in np.argsort(-lengths, kind="stable")[:2]]
     card = engine.card
     blank = float(image.sum()) < blank_rule.blank_ink_below
-    two, present = card.read(out["lengths"][:1], out["reconstructions"][:1], image[None], path)
+    two, present = card.read(out["lengths"][:1], out["poses"][:1], out["reconstructions"][:1], image[None], path)
     second, not_digits = bool(two[0]), not blank and not bool(present[0])
     found = [] if blank or not_digits else ranked[: 2 if second else 1]
     return {

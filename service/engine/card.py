@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from model import FP32_FILE
 from model.digit_rule import SIGNAL_NAMES, Scorer, judge
-from model.pair_rule import DIGITS_SIGNAL_NAMES, PairRule, with_rest
+from model.pair_rule import DIGITS_SIGNAL_NAMES, PairRule, with_digits
 from model.pair_rule import signals as pair_signals
 
 
@@ -156,11 +156,11 @@ class DigitsAtAll(_Section):
     def digits_rule(self) -> PairRule:
         return PairRule.from_card(self.rule, DIGITS_SIGNAL_NAMES)
 
-    def present(self, s: np.ndarray, lengths: np.ndarray, path: str | None = None) -> np.ndarray:
-        """[N] bool: the network reads digits in inputs that came by `path`, from their pair signals `s` [N,6] and
-        lengths [N,10]."""
+    def present(self, s: np.ndarray, lengths: np.ndarray, poses: np.ndarray, path: str | None = None) -> np.ndarray:
+        """[N] bool: the network reads digits in inputs that came by `path`, from their pair signals `s` [N,6], lengths
+        [N,10] and poses [N,10,16]."""
         rule = self.digits_rule
-        return rule.score(with_rest(s, lengths)) >= rule.at(path)
+        return rule.score(with_digits(s, lengths, poses)) >= rule.at(path)
 
 
 class PairScore(_Section):
@@ -194,12 +194,12 @@ class PairCard(_NetworkCard):
     test: PairScore | None = None
 
     def read(
-        self, lengths: np.ndarray, reconstructions: np.ndarray, images: np.ndarray, path: str | None = None
+        self, lengths: np.ndarray, poses: np.ndarray, reconstructions: np.ndarray, images: np.ndarray, path: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """([N] bool a second digit is there, [N] bool digits are there at all) for the network's lengths [N,10] and its
-        two redrawings [N,2,1,S,S] of `images` that came by `path`: both rules on signals computed once."""
+        """([N] bool a second digit is there, [N] bool digits are there at all) for the network's lengths [N,10], poses
+        [N,10,16] and two redrawings [N,2,1,S,S] of `images` that came by `path`: both rules on signals computed once."""
         s = pair_signals(lengths, reconstructions, images)
-        present = self.digits.present(s, lengths, path) if self.digits is not None else np.ones(len(s), bool)
+        present = self.digits.present(s, lengths, poses, path) if self.digits is not None else np.ones(len(s), bool)
         return self.second_digit.two(s, lengths, path), present
 
 

@@ -13,6 +13,7 @@ from model.pair_rule import (
     choose_thresholds,
     digits_signals,
     fit,
+    fit_hidden,
     floors,
     mistakes,
     signals,
@@ -81,9 +82,38 @@ def test_the_digits_rule_turns_away_its_share_of_real_inputs_on_each_path() -> N
         PairRule.from_card(card)  # read as the one-or-two rule
 
 
-def test_digits_signals_add_what_the_six_shortest_capsules_claim() -> None:
-    lengths = np.array([[0.9, 0.8, 0.1, 0.05, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]], np.float32)
+def test_digits_signals_add_what_the_six_shortest_capsules_claim_and_the_longest_ones_pose() -> None:
+    lengths = np.array([[0.1, 0.8, 0.1, 0.05, 0.1, 0.9, 0.1, 0.1, 0.1, 0.1]], np.float32)
+    poses = np.arange(160, dtype=np.float32).reshape(1, 10, 16)  # capsule k's pose is 16k .. 16k+15
     images = np.zeros((1, 1, 4, 4), np.float32)
-    s = digits_signals(lengths, np.zeros((1, 2, 1, 4, 4), np.float32), images)
-    assert s.shape == (1, len(DIGITS_SIGNAL_NAMES)) and s[0, -1] == pytest.approx(0.55)  # five 0.1 and the 0.05
-    np.testing.assert_allclose(s[:, :-1], signals(lengths, np.zeros((1, 2, 1, 4, 4), np.float32), images))
+    recon = np.zeros((1, 2, 1, 4, 4), np.float32)
+    s = digits_signals(lengths, poses, recon, images)
+    assert s.shape == (1, len(DIGITS_SIGNAL_NAMES))
+    np.testing.assert_allclose(s[:, : len(SIGNAL_NAMES)], signals(lengths, recon, images))
+    assert s[0, len(SIGNAL_NAMES)] == pytest.approx(0.55)  # the six shortest: five 0.1 and the 0.05
+    np.testing.assert_array_equal(s[0, len(SIGNAL_NAMES) + 1 :], poses[0, 5])  # the longest capsule's
+
+
+def test_the_hidden_layer_tells_a_ring_from_its_centre_where_a_weighted_sum_cannot() -> None:
+    """Real inputs inside a ring of non-digits, in two of the signals: no one weighted sum separates them, the tanh
+    layer does; the fitted rule travels through the card with its layer and scores the same."""
+    rng = np.random.default_rng(3)
+    k = len(DIGITS_SIGNAL_NAMES)
+    real = rng.normal(0.0, 0.5, (800, k))
+    angle = rng.uniform(0.0, 2 * np.pi, 800)
+    none = rng.normal(0.0, 0.5, (800, k))
+    none[:, 0], none[:, 1] = 3.0 * np.cos(angle), 3.0 * np.sin(angle)
+    s = np.concatenate([real, none]).astype(np.float32)
+    is_real = np.arange(len(s)) < len(real)
+
+    def none_turned_away(rule: PairRule) -> float:
+        ruled = floors(rule, {"pixels": real}, 0.01)
+        return float(np.mean(ruled.score(none) < ruled.at("pixels")))
+
+    hidden = fit_hidden(s, is_real, DIGITS_SIGNAL_NAMES)
+    assert none_turned_away(fit(s, is_real, names=DIGITS_SIGNAL_NAMES)) < 0.3
+    assert none_turned_away(hidden) > 0.95
+    card = hidden.as_card()
+    assert len(card["hidden_weight"]) == 8 and len(card["hidden_weight"][0]) == k
+    np.testing.assert_allclose(PairRule.from_card(card, DIGITS_SIGNAL_NAMES).score(s), hidden.score(s), atol=1e-3)
+    np.testing.assert_array_equal(fit_hidden(s, is_real, DIGITS_SIGNAL_NAMES).score(s), hidden.score(s))  # seeded
