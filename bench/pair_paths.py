@@ -117,12 +117,17 @@ def non_digits(split: str, n: int, box: int, blank_below: float) -> dict[str, np
     return out
 
 
+def as_kept(rule: PairRule) -> PairRule:
+    """The rule as the card keeps it (six decimals), which is what the service reads: thresholds and figures are of it."""
+    return PairRule.from_card(rule.as_card(), rule.names)
+
+
 def digits_rule(real: dict[str, np.ndarray], none: dict[str, np.ndarray]) -> PairRule:
     """The digits-at-all rule fitted on real inputs (path -> signals: lone digits and pairs) against non-digits (set ->
     signals), each path's threshold turning away TURNED_AWAY of its real inputs."""
     s = np.concatenate([*real.values(), *none.values()])
     is_real = np.arange(len(s)) < sum(len(v) for v in real.values())
-    return floors(fit_hidden(s, is_real, DIGITS_SIGNAL_NAMES), real, TURNED_AWAY)
+    return as_kept(floors(as_kept(fit_hidden(s, is_real, DIGITS_SIGNAL_NAMES)), real, TURNED_AWAY))
 
 
 def digits_figures(rule: PairRule, real: dict[str, np.ndarray], none: dict[str, np.ndarray]) -> dict:
@@ -221,7 +226,8 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
     if calibrate:
         _, _, cal_sig, cal_truth = split["calibration"]
         rule = fit(np.concatenate([cal_sig[p] for p in PATHS]), np.concatenate([cal_truth] * len(PATHS)))
-        rule = choose_thresholds(rule, {p: (cal_sig[p], cal_truth) for p in PATHS})
+        rule = choose_thresholds(as_kept(rule), {p: (cal_sig[p], cal_truth) for p in PATHS})
+        rule = as_kept(rule)
         digits = digits_rule(real_digits["calibration"], none_digits["calibration"])
         present = {p: digits.score(x) >= digits.at(p) for p, x in real_digits["held_out"].items()}
         held = {p: figures(items, runs[p], rule.two(sig[p], p), present[p]) for p in PATHS}

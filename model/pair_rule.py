@@ -76,7 +76,7 @@ def with_digits(s: np.ndarray, lengths: np.ndarray, poses: np.ndarray) -> np.nda
 class PairRule:
     mean: np.ndarray  # [len(names)]
     scale: np.ndarray  # [len(names)]
-    weight: np.ndarray  # [len(names)]
+    weight: np.ndarray  # [len(names)], or [H] over a hidden layer's units
     bias: float
     threshold: float  # for a path without one of its own
     thresholds: Mapping[str, float] = field(default_factory=dict)  # path -> its threshold
@@ -92,6 +92,14 @@ class PairRule:
             raise ValueError("the card's pair rule was fitted on other signals than model/pair_rule.py computes")
         arrays = {k: np.asarray(rule[k], np.float64) for k in ("mean", "scale", "weight")}
         hidden = {k: np.asarray(rule[k], np.float64) for k in ("hidden_weight", "hidden_bias") if k in rule}
+        inputs = len(names)
+        if hidden:  # what the read-out's weights multiply: the tanh units, else the signals
+            w, b = hidden.get("hidden_weight"), hidden.get("hidden_bias")
+            if w is None or b is None or w.ndim != 2 or w.shape[1] != len(names) or b.shape != (len(w),):
+                raise ValueError("the card's pair rule has a hidden layer of the wrong shape (hidden_weight [H,signals], hidden_bias [H])")
+            inputs = len(w)
+        if arrays["mean"].shape != (len(names),) or arrays["scale"].shape != (len(names),) or arrays["weight"].shape != (inputs,):
+            raise ValueError("the card's pair rule has figures of the wrong shape for its signals")
         thresholds = {k: float(v) for k, v in rule.get("thresholds", {}).items()}
         return cls(**arrays, **hidden, bias=float(rule["bias"]), threshold=float(rule["threshold"]), thresholds=thresholds, names=names)
 
@@ -144,7 +152,7 @@ def fit_hidden(
     s: np.ndarray, real: np.ndarray, names: tuple[str, ...], hidden: int = 8, l2: float = 1e-3, steps: int = 1500, seed: int = 0
 ) -> PairRule:
     """A layer of `hidden` tanh units, then the logistic read-out, on standardised signals `names`: the two classes
-    weighed equally, fitted by full-batch Adam (rate 0.01, `l2` on every weight) from a seeded start (threshold 0 until
+    weighed equally, fitted by full-batch Adam (rate 0.01, `l2` on every weight and bias) from a seeded start (threshold 0 until
     `floors`). Why more than `fit`: a pose is a digit's when its dimensions sit together as training digits' do, which
     no one weighted sum of them tells (the `is_digit` rule reads the one-digit network's poses the same way)."""
     mean, scale = s.mean(0), s.std(0) + 1e-6

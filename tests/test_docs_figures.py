@@ -66,7 +66,7 @@ QUOTES = [
     (
         "docs/multimnist.md",
         "it turns away {:.1f}% of clean\nletters and symbols, {:.1f}% of photographed ones, {:.1f}% of scribbles and {:.1f}% of noise, "
-        "and {:.1f}, {:.1f} and {:.1f}% of real\ninputs".format(
+        "and {:.2f}, {:.2f} and {:.2f}% of real\ninputs".format(
             *(100 * DIGITS["turned_away"][k] for k in ("glyphs_clean", "glyphs_photo", "scribbles", "noise")),
             *(100 * DIGITS["real_turned_away"][p] for p in ("pixels", "upload", "canvas")),
         ),

@@ -117,3 +117,19 @@ def test_the_hidden_layer_tells_a_ring_from_its_centre_where_a_weighted_sum_cann
     assert len(card["hidden_weight"]) == 8 and len(card["hidden_weight"][0]) == k
     np.testing.assert_allclose(PairRule.from_card(card, DIGITS_SIGNAL_NAMES).score(s), hidden.score(s), atol=1e-3)
     np.testing.assert_array_equal(fit_hidden(s, is_real, DIGITS_SIGNAL_NAMES).score(s), hidden.score(s))  # seeded
+
+
+def test_a_card_rule_of_the_wrong_shape_is_refused_when_read_not_at_the_first_request() -> None:
+    k = len(DIGITS_SIGNAL_NAMES)
+    rng = np.random.default_rng(4)
+    s = rng.normal(0.0, 1.0, (200, k)).astype(np.float32)
+    card = fit_hidden(s, np.arange(200) < 100, DIGITS_SIGNAL_NAMES, steps=10).as_card()
+    PairRule.from_card(card, DIGITS_SIGNAL_NAMES)
+    for broken in (
+        {k2: v for k2, v in card.items() if k2 != "hidden_bias"},  # half a layer
+        {**card, "hidden_weight": [row[:-1] for row in card["hidden_weight"]]},  # a signal short
+        {**card, "weight": card["weight"][:-1]},  # a unit short
+        {**card, "mean": card["mean"][:-1]},
+    ):
+        with pytest.raises(ValueError, match="wrong shape"):
+            PairRule.from_card(broken, DIGITS_SIGNAL_NAMES)
