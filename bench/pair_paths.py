@@ -178,11 +178,11 @@ def figures(items: list[dict], out: dict[str, np.ndarray], two: np.ndarray, pres
     }
 
 
-def _present(entry: dict, s: dict[str, np.ndarray]) -> dict[str, np.ndarray | None]:
-    """Where the card's digits rule (None without one) reads digits at all, by path, for their DIGITS_SIGNAL_NAMES `s`."""
-    if "digits" not in entry:
+def _present(rule: PairRule | None, s: dict[str, np.ndarray]) -> dict[str, np.ndarray | None]:
+    """Where a digits rule (None: none, every input holds digits) reads digits at all, by path, for their
+    DIGITS_SIGNAL_NAMES `s`."""
+    if rule is None:
         return dict.fromkeys(s)
-    rule = PairRule.from_card(entry["digits"]["rule"], DIGITS_SIGNAL_NAMES)
     return {p: rule.score(x) >= rule.at(p) for p, x in s.items()}
 
 
@@ -214,7 +214,8 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
     result: dict = {"model": entry["version"], "per_path": n, "uploads": [f"{f} {s}px" for f, s in UPLOADS]}
     items, runs, sig, truth = split["held_out"]
     try:
-        present = _present(entry, real_digits["held_out"])
+        card_digits = PairRule.from_card(entry["digits"]["rule"], DIGITS_SIGNAL_NAMES) if "digits" in entry else None
+        present = _present(card_digits, real_digits["held_out"])
         result["card_rule"] = {p: figures(items, runs[p], _called_two(entry["second_digit"], sig[p], p), present[p]) for p in PATHS}
     except ValueError as e:  # a rule fitted on other signals: calibrating replaces it, anything else must not measure it
         if not calibrate:
@@ -229,7 +230,7 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
         rule = choose_thresholds(as_kept(rule), {p: (cal_sig[p], cal_truth) for p in PATHS})
         rule = as_kept(rule)
         digits = digits_rule(real_digits["calibration"], none_digits["calibration"])
-        present = {p: digits.score(x) >= digits.at(p) for p, x in real_digits["held_out"].items()}
+        present = _present(digits, real_digits["held_out"])
         held = {p: figures(items, runs[p], rule.two(sig[p], p), present[p]) for p in PATHS}
         result["fitted_rule"] = held
         result["calibration_mistakes"] = {p: mistakes(rule, cal_sig[p], cal_truth, rule.at(p)) for p in PATHS}

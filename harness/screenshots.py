@@ -76,7 +76,8 @@ def section_7(page: Any, x: Any, y: Any, out: Path) -> list[int]:
             if k:
                 page.get_by_test_id("pair-ink-2").click()
             draw(page, place(trace(x[d] / 255.0), 28 / CANVAS, dx / CANVAS, dy / CANVAS), steps=1, canvas="pair-canvas")
-        page.wait_for_function("() => !!document.querySelector('[data-testid=\"pair-verdict\"]').dataset.predictions")
+        # answered (ranked is set by any answer, "no digits" included; a clear empties it), then settled
+        page.wait_for_function("() => !!document.querySelector('[data-testid=\"pair-verdict\"]').dataset.ranked")
         _settled(page, "pair-verdict")
         named = page.get_by_test_id("pair-verdict").get_attribute("data-predictions") or ""
         if sorted(int(d) for d in named.split(",") if d) == sorted(item["labels"]):
