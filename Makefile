@@ -46,9 +46,10 @@ PAIR_RESUME := $(or $(RESUME),$(wildcard weights/multimnist.onnx))
 train-multimnist: $(VENV)/.dev-installed  ## MultiMNIST (two overlapping digits, 36x36): goes on from weights/multimnist.onnx when it is there, else from the MNIST weights; checkpoints in checkpoints/multimnist/ (RESUME=checkpoints/multimnist/last.pt continues one)
 	$(BIN)/python -m model.train_multimnist --data $(DATA) $(if $(PAIR_RESUME),--resume $(PAIR_RESUME)) $(ARGS)
 
-export-multimnist: $(VENV)/.dev-installed  ## checkpoints/multimnist/best.pt -> weights/multimnist*.onnx and the card's multimnist entry, only if it reads both digits of 0.5 point more of the 10,000 test pairs; then calibrate-pairs
+export-multimnist: $(VENV)/.dev-installed  ## checkpoints/multimnist/best.pt -> weights/multimnist*.onnx and the card's multimnist entry, only if it reads both digits of 0.5 point more of the 10,000 test pairs; then calibrate-pairs and its atlas
 	$(BIN)/python -m model.export_multimnist --data $(DATA)
 	$(MAKE) calibrate-pairs
+	$(BIN)/python -m model.atlas --data $(DATA) --network multimnist
 
 calibrate-pairs: $(VENV)/.dev-installed  ## the two-digit network's one-or-two rule, fitted on training digits alone and in pairs as they arrive through each path (pixels, upload, canvas) -> the card's multimnist.second_digit, with its figures on test digits
 	$(BIN)/python -m bench.pair_paths --calibrate --n 1000 --data $(DATA)
@@ -67,8 +68,9 @@ calibrate: $(VENV)/.dev-installed  ## the is_digit rule, fitted on MNIST and gen
 	$(BIN)/python -m bench.honesty --split held_out --precision fp32 --data $(DATA) --save-inputs build/honesty/held-out.npz --results build/honesty
 	$(BIN)/python -m model.calibrate --data $(DATA) --sets build/honesty/calibration.npz --held-out build/honesty/held-out.npz
 
-atlas: $(VENV)/.dev-installed  ## what each pose dimension does, measured -> weights/dimensions.json (GET /dimensions, the sliders' names)
+atlas: $(VENV)/.dev-installed  ## what each pose dimension does, measured, for both networks -> weights/dimensions.json, multimnist-dimensions.json (GET /dimensions, the sliders' names)
 	$(BIN)/python -m model.atlas --data $(DATA)
+	$(BIN)/python -m model.atlas --data $(DATA) --network multimnist
 
 routing: $(VENV)/.dev-installed  ## routing unrolled past the trained 3 iterations -> weights/routing.onnx (?include=routing; export runs it too)
 	$(BIN)/python -m model.routing

@@ -8,3 +8,5 @@ INT8_FILE = "capsnet-int8.onnx"
 DECODER_FILE = "decoder.onnx"
 MULTIMNIST_FILE = "multimnist.onnx"  # two overlapping digits on 36x36 (model/export_multimnist.py; the card's `multimnist` entry)
 MULTIMNIST_DECODER_FILE = "multimnist-decoder.onnx"
+# what each pose dimension does (model/atlas.py), by network: the MNIST one, and the two-digit one
+ATLAS_FILES = {"capsnet": "dimensions.json", "multimnist": "multimnist-dimensions.json"}

@@ -1,18 +1,20 @@
-"""The dimension atlas: what each of the 160 pose dimensions does to the decoder's image, measured.
+"""The dimension atlas: what each of the 160 pose dimensions does to the decoder's image, measured, for either network.
 
 For every digit capsule k and pose dimension d, d is swept over the paper's range (-0.25..0.25, step 0.05) on the
-poses of many real MNIST test digits of class k, each pose is decoded, and each image is measured (Morpho-MNIST's
+poses of many real MNIST test digits of class k (alone for the MNIST network; for the two-digit one, in MultiMNIST test
+pairs, where the network finds them among the two longest capsules), each pose is decoded, and each image is measured (Morpho-MNIST's
 kind of measures, Castro et al. 2019, computed here from image moments: ink, stroke thickness, width, height,
 slant, and the centroid's x and y). A measure's effect is its least-squares slope against the shift, per +0.1, in
-the measure's own units and in standard deviations of that measure over class k's real test digits (at least 1 px for
-the centroid, which MNIST's centring pins). A dimension
+the measure's own units and in standard deviations of that measure over those real test digits of class k, as placed
+(at least 1 px for the centroid, which MNIST's centring pins). A dimension
 is labelled by the measure it moves most in standard deviations when that measure dominates (at least
 `--dominance` times the next one of another kind: ink and thickness move together) and the sweep moves it
 monotonically, in the recorded direction, for at least `--monotonic` of the poses; otherwise `local`, the paper's
 "localised part". So a label is a claim the committed figures back, and tests/model/test_atlas.py checks it again on
 the decoder.
 
-`python -m model.atlas` writes weights/dimensions.json (served by GET /dimensions, shown on the page's sliders).
+`python -m model.atlas` writes weights/dimensions.json (served by GET /dimensions, shown on the page's sliders);
+`--network multimnist` writes weights/multimnist-dimensions.json (GET /dimensions?model=multimnist, section 7's sliders).
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from model import DECODER_FILE, FP32_FILE, MNIST_DIR
+from model import ATLAS_FILES, DECODER_FILE, FP32_FILE, MNIST_DIR, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
 from model.cli import log_to_console
 from model.data import load_mnist
 
@@ -37,6 +41,11 @@ MEASURES = ("ink", "thickness", "width", "height", "slant", "x", "y")
 # what a reader sees move, or every small translation would outrank a real change of shape.
 SPREAD_FLOOR = {"x": 1.0, "y": 1.0}
 FAMILY = {"ink": "ink", "thickness": "ink"}
+DECODERS = {"capsnet": DECODER_FILE, "multimnist": MULTIMNIST_DECODER_FILE}  # the decoder each network's atlas measures
+# The share of poses a sweep must move monotonically for a label. Poses read from overlapping digits vary more: at 70%,
+# five of the two-digit network's labels sat at 70-75% and one held for only 58% of the next 60 poses; at 80% the least
+# held for 73% of them, and for 75% of poses from pairs as the service rescales them (the MNIST atlas's least: 79%).
+MONOTONIC = {"capsnet": 0.7, "multimnist": 0.8}
 UNITS = {"ink": "of the ink", "thickness": "px", "width": "px", "height": "px", "slant": "deg", "x": "px", "y": "px"}
 
 
@@ -118,43 +127,92 @@ def describe(decoder, digit: int, poses: np.ndarray, spread: dict[str, float], d
     return dims
 
 
-def build(weights: Path, data: Path, per_class: int, dominance: float, monotonic: float) -> dict:
+Classes = Iterator[tuple[int, np.ndarray, np.ndarray]]  # each digit k, its capsule's poses [N,16], real digits of class k [M,S,S]
+
+
+def capsnet_classes(weights: Path, data: Path, per_class: int) -> tuple[str, dict[str, int], Classes]:
+    """The MNIST network's version, what was read, and for each class k: the poses of capsule k on up to `per_class`
+    test digits of class k that it reads as k, and those digits (what a spread of each measure is taken over)."""
     import onnxruntime as ort
 
     card = json.loads((weights / "model-card.json").read_text())
     capsnet = ort.InferenceSession(str(weights / FP32_FILE), providers=["CPUExecutionProvider"])
-    decoder = ort.InferenceSession(str(weights / DECODER_FILE), providers=["CPUExecutionProvider"])
     images, labels = load_mnist(data, "test")
     x = (images / np.float32(255.0)).astype(np.float32)
-    classes = []
-    for k in tqdm(range(card["architecture"]["num_classes"]), desc="digit capsules"):
-        own = x[labels == k]
-        lengths, poses = capsnet.run(["lengths", "poses"], {"image": own[:, None]})
-        right = lengths.argmax(1) == k
-        chosen = poses[right, k][:per_class]
-        m = measure(own[right].astype(np.float64))
+
+    def classes() -> Classes:
+        for k in range(card["architecture"]["num_classes"]):
+            own = x[labels == k]
+            lengths, poses = capsnet.run(["lengths", "poses"], {"image": own[:, None]})
+            right = lengths.argmax(1) == k
+            yield k, poses[right, k][:per_class], own[right]
+
+    return card["version"], {"poses_per_digit": per_class}, classes()
+
+
+def pair_poses(lengths: np.ndarray, poses: np.ndarray, labels: np.ndarray, digit: int) -> tuple[np.ndarray, np.ndarray]:
+    """On MultiMNIST pairs (the network's `lengths` [B,10] and `poses` [B,10,16], `labels` [B,2]) holding `digit`, where the
+    network finds it (its capsule among the two longest): capsule `digit`'s poses [M,16], and the pair and place [M,2] of
+    each such digit, in the pairs' order."""
+    rows, which = np.nonzero(labels == digit)
+    found = (np.argsort(-lengths[rows], 1)[:, :2] == digit).any(1)
+    return poses[rows[found], digit], np.stack([rows[found], which[found]], 1)
+
+
+def multimnist_classes(weights: Path, data: Path, per_class: int, pairs: int) -> tuple[str, dict[str, int], Classes]:
+    """The two-digit network's version, what was read, and for each class k: the poses of capsule k on up to
+    `per_class` of the first `pairs` of the 10,000 fixed MultiMNIST test pairs (the card's) that hold k and where the
+    network finds it, and those digits alone, where they sit in the pair (the spread of a measure is over them: shifted up
+    to 4 px, their centroids vary)."""
+    import onnxruntime as ort
+    import torch
+
+    from model.multimnist import fixed_test_pairs
+
+    card = json.loads((weights / "model-card.json").read_text())["multimnist"]
+    net = ort.InferenceSession(str(weights / MULTIMNIST_FILE), providers=["CPUExecutionProvider"])
+    images, labels = load_mnist(data, "test")
+    x = torch.from_numpy((images / np.float32(255.0)).astype(np.float32)[:, None])
+    made = fixed_test_pairs(x, torch.from_numpy(labels.astype(np.int64)))  # all of them: a count of its own would draw others
+    composites, alone, pair_labels = (t[:pairs].numpy() for t in (made.image, made.digits, made.labels))
+    outputs = [net.run(["lengths", "poses"], {"image": composites[at : at + 250]}) for at in range(0, pairs, 250)]
+    lengths, poses = (np.concatenate([o[i] for o in outputs]) for i in (0, 1))
+
+    def classes() -> Classes:
+        for k in range(card["architecture"]["num_classes"]):
+            own, found = pair_poses(lengths, poses, pair_labels, k)
+            yield k, own[:per_class], alone[found[:, 0], found[:, 1], 0]
+
+    return card["version"], {"poses_per_digit": per_class, "test_pairs": pairs}, classes()
+
+
+def build(decoder: Any, version: str, read: dict[str, int], classes: Classes, num_classes: int, dominance: float, monotonic: float) -> dict:
+    """The atlas of `decoder` over `classes` (each digit k, the poses of its capsule, and real digits of class k)."""
+    described = []
+    for k, poses, real in tqdm(classes, total=num_classes, desc="digit capsules"):
+        m = measure(real.astype(np.float64))
         spread = {name: max(float(np.std(v)), SPREAD_FLOOR.get(name, 0.0)) for name, v in m.items()}
-        classes.append(
+        described.append(
             {
                 "digit": k,
-                "poses": len(chosen),
+                "poses": len(poses),
                 "spread": {n: round(v, 4) for n, v in spread.items()},
-                "dims": describe(decoder, k, chosen, spread, dominance, monotonic),
+                "dims": describe(decoder, k, poses, spread, dominance, monotonic),
             }
         )
     counts: dict[str, int] = {}
-    for c in classes:
+    for c in described:
         for d in c["dims"]:
             counts[d["label"]] = counts.get(d["label"], 0) + 1
     return {
-        "model_version": card["version"],
+        "model_version": version,
         "deltas": DELTAS.tolist(),
         "measures": list(MEASURES),
         "units": UNITS,
-        "rule": {"dominance": dominance, "monotonic": monotonic, "poses_per_digit": per_class},
+        "rule": {"dominance": dominance, "monotonic": monotonic, **read},
         "method": __doc__.split("\n\n")[1].replace("\n", " "),
         "label_counts": dict(sorted(counts.items())),
-        "digits": classes,
+        "digits": described,
     }
 
 
@@ -165,11 +223,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--weights", default="weights", help="directory holding the ONNX files and model-card.json")
     p.add_argument("--per-class", type=int, default=200, help="test digits of each class whose poses are swept")
     p.add_argument("--dominance", type=float, default=1.5, help="how many times the next measure's effect the labelled one must have")
-    p.add_argument("--monotonic", type=float, default=0.7, help="share of poses the sweep must move monotonically for a label")
-    p.add_argument("--out", default="weights/dimensions.json", help="where the atlas goes")
+    p.add_argument("--monotonic", type=float, help=f"share of poses a sweep must move monotonically for a label (by network: {MONOTONIC})")
+    p.add_argument("--network", choices=DECODERS, default="capsnet", help="capsnet: the MNIST network; multimnist: the two-digit one")
+    p.add_argument("--pairs", type=int, default=2000, help="multimnist: how many of the 10,000 test pairs are read for the poses")
+    p.add_argument("--out", default=None, help="where the atlas goes (default: --weights/" + " or ".join(ATLAS_FILES.values()) + ")")
     args = p.parse_args(argv)
-    atlas = build(Path(args.weights), Path(args.data), args.per_class, args.dominance, args.monotonic)
-    Path(args.out).write_text(json.dumps(atlas, indent=1) + "\n")
+    import onnxruntime as ort
+
+    weights, data = Path(args.weights), Path(args.data)
+    if args.network == "multimnist":
+        version, read, classes = multimnist_classes(weights, data, args.per_class, args.pairs)
+    else:
+        version, read, classes = capsnet_classes(weights, data, args.per_class)
+    decoder = ort.InferenceSession(str(weights / DECODERS[args.network]), providers=["CPUExecutionProvider"])
+    num_classes = json.loads((weights / "model-card.json").read_text())["architecture"]["num_classes"]
+    monotonic = args.monotonic if args.monotonic is not None else MONOTONIC[args.network]
+    atlas = build(decoder, version, read, classes, num_classes, args.dominance, monotonic)
+    Path(args.out or weights / ATLAS_FILES[args.network]).write_text(json.dumps(atlas, indent=1) + "\n")
     log.info("labels: %s", atlas["label_counts"])
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 from anyio import to_thread
 
+from model import ATLAS_FILES
 from service.engine import cores
 from service.engine.batcher import Batcher
 from service.engine.card import ModelCard, WeightsError, load_card, verify_files
@@ -32,18 +33,18 @@ from service.engine.protocol import InferenceEngine
 from service.engine.remote import connect_engine
 from service.engine.routing_inspector import load_routing_inspector
 from service.engine.two_digit import MAX_AT_ONCE, PairEngine, load_pairs
+from service.engine.two_digit import NAME as PAIRS
 from service.errors import EngineUnavailable
 from service.state import AppState, Models
 
 log = logging.getLogger("capsnet.loading")
 
-ATLAS_FILE = "dimensions.json"  # python -m model.atlas writes it beside the weights
 LOAD_ERRORS = (WeightsError, ValueError, EngineUnavailable, OSError)  # a version that cannot be served, and why
 
 
-def load_atlas(weights_dir: Path, version: str) -> dict[str, Any] | None:
-    """weights/dimensions.json when it was measured on the model of `version`; None otherwise (logged)."""
-    path = weights_dir / ATLAS_FILE
+def load_atlas(path: Path, version: str) -> dict[str, Any] | None:
+    """An atlas (`python -m model.atlas` writes it beside the weights) when it was measured on the model of `version`;
+    None otherwise (logged)."""
     try:
         atlas = json.loads(path.read_text())
     except FileNotFoundError:
@@ -90,8 +91,9 @@ async def build(state: AppState, card: ModelCard) -> tuple[Models, float | None]
         cores.workers(s.workers, engine, ms_per_image),
         working=lambda: state.metrics.working,
     )
-    atlas = load_atlas(s.weights_dir, card.version)
-    return Models(engine, batcher, routing_inspector, pairs, files, atlas), ms_per_image
+    versions = {"capsnet": card.version, **({PAIRS: pairs.card.version} if pairs is not None else {})}
+    atlases = {name: await run(load_atlas, s.weights_dir / ATLAS_FILES[name], version) for name, version in versions.items()}
+    return Models(engine, batcher, routing_inspector, pairs, files, {k: v for k, v in atlases.items() if v is not None}), ms_per_image
 
 
 async def reload(state: AppState) -> str:

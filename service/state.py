@@ -38,7 +38,9 @@ class Models:
     routing_inspector: RoutingInspector | None = None  # weights/routing.onnx, for ?include=routing
     pair_engine: PairEngine | None = None  # the MultiMNIST network, when the card has it and the models run here
     decoder_files: dict[str, DecoderFile] = field(default_factory=dict)  # the decoders the page may run itself, by model
-    atlas: dict | None = None  # weights/dimensions.json when it was measured on this model (routers/dimensions.py)
+    # each network's dimension atlas (weights/dimensions.json, multimnist-dimensions.json), by model name, where it was
+    # measured on the version served (routers/dimensions.py)
+    atlases: dict[str, dict] = field(default_factory=dict)
 
 
 class _OfModels(Generic[T]):
@@ -86,7 +88,7 @@ class AppState:
     routing_inspector = _OfModels[RoutingInspector | None](None)
     pair_engine = _OfModels[PairEngine | None](None)
     decoder_files = _OfModels[dict[str, DecoderFile]]({})
-    atlas = _OfModels[dict | None](None)
+    atlases = _OfModels[dict[str, dict]]({})
 
     @property
     def card(self) -> ModelCard:

@@ -10,6 +10,7 @@
  */
 import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
 import { Channel } from "./channel.js";
+import { dimensionText, loadAtlas, nameSlider } from "./dimensions.js";
 import { setUpKeyForm, withKey } from "./key.js";
 import { createPairs } from "./pairs.js";
 import { createProbe } from "./probe.js";
@@ -401,27 +402,15 @@ import { createRoutingInspector } from "./routing.js";
 
   /* ------------------------------------------------------- dimension atlas */
 
-  // What each pose dimension of the selected capsule does, as measured offline (GET /dimensions, model/atlas.py):
-  // "width +1.8 px per +0.1", or "local" where no global measure dominates.
+  // What each pose dimension of the selected capsule does, as measured offline (static/dimensions.js).
   var atlas = null;
-  fetch("/dimensions", { headers: withKey({ "Accept": "application/json" }) }).then(function (res) {
-    return res.ok ? res.json() : null;
-  }).then(function (data) { atlas = data; showDimensionLabels(); }, function () { atlas = null; });
-
-  function dimensionText(info) {
-    if (info.label === "local") return "local";
-    var v = info["effect_per_0.1"], unit = info.unit === "%" ? "%" : " " + info.unit;
-    return info.label + " " + (v >= 0 ? "+" : "\u2212") + Math.abs(v).toFixed(1) + unit + " per +0.1";
-  }
+  loadAtlas("", function (data) { atlas = data; showDimensionLabels(); });
 
   function showDimensionLabels() {
     var dims = atlas && state.selected !== null && atlas.digits[state.selected] ? atlas.digits[state.selected].dims : null;
     for (var d = 0; d < CFG.digitDim; d++) {
-      var info = dims ? dims[d] : null, label = $("pose-label-" + d), row = $("figure-row-" + d);
-      label.textContent = info ? dimensionText(info) : "";
-      label.classList.toggle("is-local", !!info && info.label === "local");
-      label.title = info ? "measured on " + atlas.digits[state.selected].poses + " test digits: moves " + info.measure + " in " +
-        Math.round(100 * info.monotonic) + "% of them monotonically (" + Math.round(100 * info.consistency) + "% in this direction)" : "";
+      var info = dims ? dims[d] : null, row = $("figure-row-" + d);
+      nameSlider($("pose-label-" + d), atlas, state.selected, info, "test digits");
       row.textContent = String(d + 1) + (info && info.label !== "local" ? " " + info.label : "");
       row.title = info ? dimensionText(info) : "";
     }

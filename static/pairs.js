@@ -5,9 +5,11 @@
  * and the decoder's redrawing from each, shown overlaid in red and green as in the paper's Figure 5 and each alone.
  * The sliders shift either capsule's pose and the two-digit network's decoder redraws it, in this browser once its
  * weights are in (static/capsule_decoder.js), through /reconstruct?model=multimnist until then or where the browser
- * cannot. "Two random test digits" asks the server for a pair made from MNIST's test set, where the server has it.
+ * cannot; each is named by what it was measured to do to that digit (the network's own atlas,
+ * static/dimensions.js). "Two random test digits" asks the server for a pair made from MNIST's test set, where the server has it.
  */
 import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
+import { loadAtlas, nameSlider } from "./dimensions.js";
 import { withKey } from "./key.js";
 
 
@@ -38,7 +40,7 @@ export function createPairs(opts) {
     return { li: li, fill: li.querySelector(".routing-fill") };
   });
   var sliders = [];
-  for (var d = 0; d < dim; d++) sliders.push({ input: $("pair-slider-" + d), out: $("pair-out-" + d) });
+  for (var d = 0; d < dim; d++) sliders.push({ input: $("pair-slider-" + d), out: $("pair-out-" + d), label: $("pair-pose-label-" + d) });
 
   var state = {
     strokes: [], current: null, pointerId: null, ink: 0,
@@ -289,6 +291,18 @@ export function createPairs(opts) {
       b.li.className = named ? (state.colour[rank] ? "pair-second" : "pair-first") : "";
     });
     drawOverlay();
+    showDimensionLabels();
+  }
+
+  // The two-digit network's own atlas names the sliders of the capsule chosen (measured on its decoder, in test pairs).
+  var atlas = null;
+  loadAtlas("?model=multimnist", function (data) { atlas = data; showDimensionLabels(); });
+
+  function showDimensionLabels() {
+    var which = parseInt(els.capsule.value, 10);
+    var digit = atlas && state.result && state.named[which] ? state.result.ranked[which] : null;
+    var dims = digit !== null && atlas.digits[digit] ? atlas.digits[digit].dims : null;
+    sliders.forEach(function (s, d) { nameSlider(s.label, atlas, digit, dims ? dims[d] : null, "test pairs"); });
   }
 
   function flat(rows) { return Float32Array.from([].concat.apply([], rows)); }
@@ -354,6 +368,7 @@ export function createPairs(opts) {
       opts.setImage(els.alone[other], state.named[other] ? state.result.reconstructions[other].png : null);
     }
     resetSliders();
+    showDimensionLabels();
   });
 
   window.addEventListener("resize", fit);

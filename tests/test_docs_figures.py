@@ -22,6 +22,8 @@ PAGE = json.loads((REPO / "bench" / "results" / "page.json").read_text())
 REAL = json.loads((REPO / "bench" / "results" / "realinput.json").read_text())
 HEAVY = REAL["health_under_heavy_uploads"]
 PAIR_PATHS = json.loads((REPO / "bench" / "results" / "pair_paths.json").read_text())
+PAIR_ATLAS = json.loads((WEIGHTS / "multimnist-dimensions.json").read_text())
+ATLAS_COUNTS, ATLAS_READ = PAIR_ATLAS["label_counts"], PAIR_ATLAS["rule"]
 
 
 def _pct(x: float, digits: int = 1) -> str:
@@ -45,6 +47,12 @@ QUOTES = [
     ("docs/multimnist.md", f"at least one of the two in {_pct(PAIRS['test']['at_least_one_right'])}"),
     ("docs/multimnist.md", f"{_pct(PAIRS['test']['reconstruction_nearer_own_digit'])} of the redrawings are nearer their own digit"),
     ("docs/multimnist.md", f"It has seen {PAIRS['training']['pairs_seen']:,} training images"),
+    (
+        "docs/multimnist.md",
+        "Of the 160 dimensions: " + ", ".join(f"{k} {n}" for k, n in sorted(ATLAS_COUNTS.items(), key=lambda kn: (-kn[1], kn[0]))),
+    ),
+    ("docs/multimnist.md", f"the first {ATLAS_READ['poses_per_digit']} of the first {ATLAS_READ['test_pairs']:,} of the 10,000 test"),
+    ("docs/multimnist.md", f"A label needs the sweep monotonic for {ATLAS_READ['monotonic']:.0%} of the poses"),
     (
         "docs/multimnist.md",
         f"with this rule about {_pct(HELD['upload']['lone_called_two'], 0)} and {_pct(HELD['canvas']['lone_called_two'], 0)}",

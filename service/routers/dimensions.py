@@ -1,8 +1,9 @@
-"""GET /dimensions: what each digit capsule's 16 pose dimensions do to the decoder's image, as measured offline.
+"""GET /dimensions: what each digit capsule's 16 pose dimensions do to the decoder's image, as measured offline, for
+the MNIST network or (`?model=multimnist`) the two-digit one.
 
-The atlas is written by `python -m model.atlas` next to the weights (weights/dimensions.json); it is read with each
-version of the weights (service/loading.py), and only served for the model version it was measured on: a stale atlas
-would put false names on the sliders.
+Each atlas is written by `python -m model.atlas` next to the weights (weights/dimensions.json,
+weights/multimnist-dimensions.json); it is read with each version of the weights (service/loading.py), and only served
+for the model version it was measured on: a stale atlas would put false names on the sliders.
 """
 
 from __future__ import annotations
@@ -10,12 +11,22 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from service.deps import ReadyDep
+from service.deps import ReadyDep, TwoDigit
+from service.engine.two_digit import NAME as PAIRS
 from service.errors import ClientError
 from service.postprocess import FastJSON
-from service.schemas import ErrorBody
+from service.schemas import ERRORS, ErrorBody
 
 router = APIRouter(tags=["decoder"])
+
+
+MODEL_PARAM = {
+    "name": "model",
+    "in": "query",
+    "required": False,
+    "description": f"`capsnet` (the default) or `{PAIRS}`: whose digit capsules the atlas describes",
+    "schema": {"enum": ["capsnet", PAIRS], "default": "capsnet", "title": "Model"},
+}
 
 
 class NoAtlas(ClientError):
@@ -25,12 +36,22 @@ class NoAtlas(ClientError):
 @router.get(
     "/dimensions",
     summary="What each pose dimension does, measured (the dimension atlas)",
-    responses={404: {"model": ErrorBody, "description": "no atlas for the model being served"}},
+    responses={
+        404: {"model": ErrorBody, "description": "no atlas for the model being served, or that model not served here"},
+        422: {"model": ErrorBody, "description": "a model this service does not know"},
+        503: ERRORS[503],
+    },
+    openapi_extra={"parameters": [MODEL_PARAM]},
 )
-async def dimensions(state: ReadyDep) -> Response:
+async def dimensions(state: ReadyDep, pairs: TwoDigit) -> Response:
     """For every digit capsule and pose dimension: the label (`ink`, `thickness`, `width`, `height`, `slant`, `x`,
     `y`, or `local` when no global measure dominates), its direction, the effect per +0.1 in the measure's units and
-    in standard deviations, the effects on every measure, and how consistent and monotonic the sweep was."""
-    if state.atlas is None:
-        raise NoAtlas(f"no dimension atlas for model {state.card.version}: run `python -m model.atlas`")
-    return FastJSON(state.atlas)
+    in standard deviations, the effects on every measure, and how consistent and monotonic the sweep was.
+    `?model=multimnist`: the two-digit network's."""
+    name, version, command = ("capsnet", state.card.version, "python -m model.atlas")
+    if pairs is not None:
+        name, version, command = (PAIRS, pairs.card.version, f"python -m model.atlas --network {PAIRS}")
+    atlas = state.atlases.get(name)
+    if atlas is None:
+        raise NoAtlas(f"no dimension atlas for model {name} {version}: run `{command}`")
+    return FastJSON(atlas)

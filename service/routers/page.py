@@ -42,8 +42,15 @@ async def index(request: Request, state: ReadyDep) -> HTMLResponse:
         # where the page's own decoder fetches each network's decoder file (none: the sliders draw on the server)
         "decoder": _spec(state.decoder_files.get("capsnet")),
         "pair_decoder": _spec(state.decoder_files.get(NAME)),
+        # how many test digits (in pairs, for the two-digit network) each slider's name was measured on; none: no atlas
+        "atlas_poses": _poses(state.atlases.get("capsnet")),
+        "pair_atlas_poses": _poses(state.atlases.get(NAME)),
     }
     return templates.TemplateResponse(request, "index.html", ctx)
+
+
+def _poses(atlas: dict | None) -> int | None:
+    return atlas["rule"]["poses_per_digit"] if atlas is not None else None
 
 
 def _spec(f: DecoderFile | None) -> str:

@@ -741,21 +741,26 @@ def test_verdict_screenshots(browser: Any, base_url: str, width: int, height: in
     watch.check()
 
 
+def slider_names(atlas: dict, k: int) -> list[str]:
+    """What the page writes under capsule k's 16 sliders from an atlas (GET /dimensions): "width +1.8 px per +0.1"."""
+    out = []
+    for info in atlas["digits"][k]["dims"]:
+        if info["label"] == "local":
+            out.append("local")
+        else:
+            v = info["effect_per_0.1"]
+            unit = "%" if info["unit"] == "%" else " " + info["unit"]
+            out.append(f"{info['label']} {'+' if v >= 0 else chr(0x2212)}{abs(v):.1f}{unit} per +0.1")
+    return out
+
+
 def test_sliders_and_figure_rows_name_what_each_dimension_does(page: Any) -> None:
     """The measured atlas (GET /dimensions) labels the selected capsule's 16 sliders and Figure 4's rows, and follows
     the selection."""
     atlas = json.loads(urllib.request.urlopen(page.url.rstrip("/") + "/dimensions").read())
 
     def expected(k: int) -> list[str]:
-        out = []
-        for info in atlas["digits"][k]["dims"]:
-            if info["label"] == "local":
-                out.append("local")
-            else:
-                v = info["effect_per_0.1"]
-                unit = "%" if info["unit"] == "%" else " " + info["unit"]
-                out.append(f"{info['label']} {'+' if v >= 0 else chr(0x2212)}{abs(v):.1f}{unit} per +0.1")
-        return out
+        return slider_names(atlas, k)
 
     draw(page, ONE)
     wait_predicted(page, 1)

@@ -1,19 +1,21 @@
 """Section 7 of the page (static/pairs.js) tells the truth at a glance, in real Chromium against the real service: each
 redrawing takes the colour of the ink it explains, whichever digit the network ranks first; a capsule the answer does
-not name is not drawn as a digit; the section is reached from the top of the page."""
+not name is not drawn as a digit; the sliders are named by what they were measured to do on this network's decoder;
+the section is reached from the top of the page."""
 
 from __future__ import annotations
 
 import base64
 import io
 import json
+import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from tests.static.pages import Watch
-from tests.static.test_page import ONE, OUTPUT, PAIR, WAIT_MS, ZERO, draw, expect, overlay_colours, predictions
+from tests.static.test_page import ONE, OUTPUT, PAIR, WAIT_MS, ZERO, draw, expect, overlay_colours, predictions, slider_names
 
 LEFT_ONE = [[(x * 0.6 + 0.05, y) for x, y in stroke] for stroke in ONE]
 RIGHT_ZERO = [[(x * 0.8 + 0.15, y * 0.8 + 0.1) for x, y in stroke] for stroke in ZERO]
@@ -77,6 +79,7 @@ def test_a_capsule_the_answer_does_not_name_is_not_drawn(session: tuple[Any, Wat
     expect(page.locator("figure.is-unnamed figcaption")).to_contain_text("too short to be a digit")
     assert overlay_colours(page)["green" if colour_of(page)[first] == "red" else "red"] == 0
     expect(page.locator("#pair-capsule option[value='1']")).to_be_disabled()
+    expect(page.get_by_test_id("pair-pose-label-0")).not_to_have_text("")  # the named digit's sliders keep their names
     expect(page.locator("#pair-lengths li.pair-first, #pair-lengths li.pair-second")).to_have_count(1)
     page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-one-named.png"))
 
@@ -98,6 +101,43 @@ def test_a_drawing_of_no_digit_is_answered_with_none(session: tuple[Any, Watch])
     assert overlay_colours(page) == {"red": 0, "green": 0}
     expect(page.get_by_test_id("pair-slider-1")).to_be_disabled()
     page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-no-digits.png"))
+
+
+def test_the_sliders_name_what_each_dimension_does_to_the_chosen_digit(session: tuple[Any, Watch]) -> None:
+    """Under each of section 7's sliders, what +0.1 on it does to that digit's drawing, from the two-digit network's own
+    atlas (GET /dimensions?model=multimnist), for the capsule chosen: the longest's, then the second's."""
+    page, _ = session
+    atlas = json.loads(urllib.request.urlopen(page.url.rstrip("/") + "/dimensions?model=multimnist").read())
+    draw_two(page, LEFT_ONE, RIGHT_ZERO)
+    expect(page.get_by_test_id("pair-verdict")).to_contain_text("Two digits")
+    ranked = [int(d) for d in page.get_by_test_id("pair-verdict").get_attribute("data-ranked").split(",")]
+    for which in (0, 1):
+        page.get_by_test_id("pair-capsule").select_option(str(which))
+        want = slider_names(atlas, ranked[which])
+        expect(page.get_by_test_id("pair-pose-label-0")).to_have_text(want[0])
+        assert [page.get_by_test_id(f"pair-pose-label-{d}").text_content() for d in range(16)] == want
+    assert any(t != "local" for w in ranked for t in slider_names(atlas, w)), "the atlas names no dimension of these digits"
+    expect(page.get_by_test_id("pair-slider-legend")).to_contain_text(f"{atlas['rule']['poses_per_digit']} test pairs")
+    page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-named-sliders.png"))
+
+    # an answer that names no digit offers no pose, and no names: the service's answer to one more stroke, its digits
+    # taken away on the way to the page
+    def no_digits(route: Any) -> None:
+        answer = route.fetch().json()
+        answer["predictions"], answer["not_digits"] = [], True
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(answer))
+
+    page.route(lambda url: urlsplit(url).path == "/predict" and "model=multimnist" in url, no_digits)
+    draw(page, [[(0.1, 0.9), (0.2, 0.92)]], canvas=PAIR)
+    settled(page)
+    expect(page.get_by_test_id("pair-verdict")).to_contain_text("No digits")
+    assert [page.get_by_test_id(f"pair-pose-label-{d}").text_content() for d in range(16)] == [""] * 16
+    page.unroute_all()
+    draw(page, [[(0.1, 0.85), (0.2, 0.86)]], canvas=PAIR)
+    settled(page)
+    expect(page.get_by_test_id("pair-pose-label-0")).not_to_have_text("")
+    page.get_by_test_id("pair-clear").click()
+    expect(page.get_by_test_id("pair-pose-label-0")).to_have_text("")
 
 
 def test_section_7_is_reached_from_the_top_of_the_page(session: tuple[Any, Watch]) -> None:

@@ -236,6 +236,7 @@ def test_weights_without_the_pair_network_serve_mnist_and_say_so(tmp_path) -> No
         r = c.post("/predict?model=multimnist", json={"pixels": np.zeros((36, 36)).tolist()})
         assert r.status_code == 404 and r.json()["error"] == "model_not_served" and "no multimnist entry" in r.json()["detail"]
         assert c.get("/v2/models/multimnist").status_code == 404
+        assert c.get("/dimensions?model=multimnist").json()["error"] == "model_not_served" and c.get("/dimensions").status_code == 200
         assert [m["name"] for m in c.get("/v2/models/stats").json()["model_stats"]] == ["capsnet", "decoder"]
         assert c.post("/predict", json={"pixels": np.zeros((28, 28)).tolist()}).status_code == 200
 
