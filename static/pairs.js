@@ -6,7 +6,8 @@
  * The sliders shift either capsule's pose and the two-digit network's decoder redraws it, in this browser once its
  * weights are in (static/capsule_decoder.js), through /reconstruct?model=multimnist until then or where the browser
  * cannot; each is named by what it was measured to do to that digit (the network's own atlas,
- * static/dimensions.js). "Two random test digits" asks the server for a pair made from MNIST's test set, where the server has it.
+ * static/dimensions.js). "Two random test digits" asks the server for a pair made from MNIST's test set, where the server has it;
+ * "Upload image" sends a picture as a file, as any client would, and strokes drawn over it go with it as one picture.
  */
 import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
 import { loadAtlas, nameSlider } from "./dimensions.js";
@@ -34,7 +35,7 @@ export function createPairs(opts) {
     verdict: $("pair-verdict"), input: $("pair-input"), overlay: $("pair-overlay"), alone: [$("pair-alone-1"), $("pair-alone-2")],
     aloneCaption: [$("pair-alone-1-digit"), $("pair-alone-2-digit")], aloneSwatch: [$("pair-alone-1-swatch"), $("pair-alone-2-swatch")],
     legend: $("pair-legend"), capsule: $("pair-capsule"), reset: $("pair-reset"),
-    where: $("pair-decoder-where")
+    where: $("pair-decoder-where"), upload: $("pair-upload")
   };
   var bars = Array.prototype.map.call(root.querySelectorAll("#pair-lengths li"), function (li) {
     return { li: li, fill: li.querySelector(".routing-fill") };
@@ -45,6 +46,7 @@ export function createPairs(opts) {
   var state = {
     strokes: [], current: null, pointerId: null, ink: 0,
     sample: null, // a random test pair's 36x36 pixels (drawn under the strokes)
+    picture: null, file: null, // an uploaded picture (HTMLImageElement, drawn under the strokes) and its file
     result: null, // the last answer
     recon: [null, null], // the two redrawings' pixels, as shown (after the sliders): Float32Array(size*size), row-major
     named: [false, false], // whether the longest and the second capsule are digits the answer names
@@ -59,11 +61,18 @@ export function createPairs(opts) {
 
   // On screen (colours): strokes in their own colours on white. For the server: ink as alpha on a transparent ground,
   // which /predict takes with source "canvas" (every stroke is the digit; no search for it as in a photo).
+  // With a picture, the server's copy is a photo too: the picture on white, the strokes dark over it.
   function paint(c, px, colours) {
     c.clearRect(0, 0, px, px);
-    if (colours) {
+    if (colours || state.picture) {
       c.fillStyle = "#ffffff";
       c.fillRect(0, 0, px, px);
+    }
+    if (state.picture) {
+      var k = Math.min(px / state.picture.naturalWidth, px / state.picture.naturalHeight);
+      var w = state.picture.naturalWidth * k, h = state.picture.naturalHeight * k;
+      c.imageSmoothingEnabled = true;
+      c.drawImage(state.picture, (px - w) / 2, (px - h) / 2, w, h);
     }
     if (state.sample) {
       var img = c.createImageData(size, size), tmp = document.createElement("canvas");
@@ -100,7 +109,7 @@ export function createPairs(opts) {
     redraw();
   }
   function redraw() { paint(ctx, els.canvas.width, true); }
-  function isEmpty() { return !state.strokes.length && !state.current && !state.sample; }
+  function isEmpty() { return !state.strokes.length && !state.current && !state.sample && !state.file; }
 
   function pointFrom(e) {
     var r = els.canvas.getBoundingClientRect();
@@ -140,7 +149,8 @@ export function createPairs(opts) {
   els.inks.forEach(function (b, i) { b.addEventListener("click", function () { setInk(i); }); });
 
   els.clear.addEventListener("click", function () {
-    state.strokes = []; state.current = null; state.sample = null;
+    state.strokes = []; state.current = null; state.sample = null; state.picture = null; state.file = null;
+    els.upload.value = "";
     predictChannel.invalidate();
     setInk(0);
     show(null);
@@ -150,13 +160,46 @@ export function createPairs(opts) {
   if (els.random) {
     els.random.addEventListener("click", function () {
       fetch(SAMPLE, { headers: withKey({}) }).then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("HTTP " + r.status)); }).then(function (s) {
-        state.strokes = []; state.sample = s.pixels;
+        state.strokes = []; state.sample = s.pixels; state.picture = null; state.file = null;
         redraw();
         els.verdict.dataset.truth = s.labels.join(",");
         predict();
       }).catch(function (err) { els.verdict.textContent = "Could not fetch a test pair: " + err.message; });
     });
   }
+
+  // A file replaces the drawing, the test pair and any earlier upload, even if it turns out not to be an image.
+  function useFile(file) {
+    if (!file) return;
+    state.strokes = []; state.current = null; state.sample = null; state.picture = null; state.file = null;
+    predictChannel.invalidate();
+    show(null);
+    if (file.type && !/^image\//.test(file.type)) {
+      redraw();
+      els.verdict.textContent = "That file is not an image (" + file.type + ").";
+      return;
+    }
+    state.file = file;
+    var url = URL.createObjectURL(file), img = new Image();
+    img.onload = function () {
+      URL.revokeObjectURL(url);
+      if (state.file !== file) return;
+      state.picture = img;
+      redraw();
+      if (state.strokes.length) predict(); // strokes drawn before it was decoded go with it now
+    };
+    img.onerror = function () { URL.revokeObjectURL(url); };
+    img.src = url;
+    redraw();
+    predict();
+  }
+  els.upload.addEventListener("change", function () { useFile(els.upload.files[0]); els.upload.value = ""; });
+  els.canvas.addEventListener("dragover", function (e) { e.preventDefault(); });
+  els.canvas.addEventListener("drop", function (e) {
+    e.preventDefault();
+    var files = e.dataTransfer && e.dataTransfer.files;
+    if (files && files.length) useFile(files[0]);
+  });
 
   /* ---- prediction ---- */
   var lastLive = 0, liveTimer = null;
@@ -170,10 +213,19 @@ export function createPairs(opts) {
     lastLive = performance.now();
     predictChannel.ask(function () {
       if (isEmpty()) return null;
-      // a test pair alone goes as its own 36x36 pixels, exactly as the network's test pairs are made
-      if (state.sample && !state.strokes.length && !state.current) return { path: PREDICT, body: { pixels: state.sample } };
+      var drawn = state.strokes.length || state.current;
+      // a test pair alone goes as its own 36x36 pixels, exactly as the network's test pairs are made; an upload alone as
+      // its file, byte for byte
+      if (state.sample && !drawn) return { path: PREDICT, body: { pixels: state.sample } };
+      if (state.file && !drawn) {
+        var form = new FormData();
+        form.append("file", state.file, state.file.name || "upload");
+        return { path: PREDICT, body: form };
+      }
+      if (state.file && !state.picture) return null; // strokes over a picture not yet decoded: sent once it is
       var c = exportCanvas.getContext("2d");
       paint(c, EXPORT_SIZE, false);
+      if (state.picture) return { path: PREDICT, body: { image: exportCanvas.toDataURL("image/png") } }; // a photo: searched for the ink
       var inks = state.sample ? null : { strokes: state.strokes.slice(), frame: inputFrame(c.getImageData(0, 0, EXPORT_SIZE, EXPORT_SIZE).data) };
       return { path: PREDICT, body: { image: exportCanvas.toDataURL("image/png"), source: "canvas" }, inks: inks };
     });

@@ -183,3 +183,55 @@ def test_pen_strokes_traced_from_test_pairs_are_read_on_the_page_as_the_canvas_s
         settled(page)
         agree += sorted(int(d) for d in predictions(page).split(",") if d) == sorted(expected["predictions"])
     assert agree >= 5, f"the page named the digits as the canvas set does for {agree} of 6 pairs"
+
+
+def test_a_picture_of_two_digits_is_uploaded_and_read_as_the_service_reads_its_file(session: tuple[Any, Watch]) -> None:
+    """Pictures of test pairs (dark ink on white paper, 144 px, PNG and JPEG) uploaded on section 7 are sent as files,
+    byte for byte: the page names what the service names for the same file, and shows the picture under the strokes;
+    strokes drawn over it go with it as one picture; a file that is not an image is said to be none."""
+    import numpy as np
+    from PIL import Image
+
+    from bench.pair_paths import _composite
+    from harness.pen_paths import pair_items
+    from model.idx import load_mnist
+    from tests.needs import need_mnist
+
+    page, _ = session
+    x, y = load_mnist(need_mnist(), "test")
+    base = page.url.rstrip("/")
+    page.get_by_test_id(PAIR).scroll_into_view_if_needed()
+    for k, item in enumerate(pair_items(x, y, 3, seed=11)[3:]):
+        paper = Image.fromarray((255 - _composite(x, item) * 255).astype(np.uint8)).resize((144, 144), Image.Resampling.BICUBIC)
+        buf, kind = io.BytesIO(), ("png", "jpeg")[k % 2]
+        paper.save(buf, format=kind.upper())
+        upload = {"name": f"pair.{kind}", "mimeType": f"image/{kind}", "buffer": buf.getvalue()}
+        expected = page.request.post(base + "/predict?model=multimnist", multipart={"file": upload}).json()
+        page.evaluate("() => { delete document.querySelector('[data-testid=\"pair-verdict\"]').dataset.ranked; }")
+        page.get_by_test_id("pair-upload").set_input_files(upload)
+        page.wait_for_function("() => !!document.querySelector('[data-testid=\"pair-verdict\"]').dataset.ranked")  # answered
+        settled(page)
+        assert predictions(page) == ",".join(map(str, expected["predictions"])), f"pair {k}: the page and the service differ"
+        expect(page.get_by_test_id("pair-input")).not_to_have_class("is-empty")
+        # the picture is on show under where a person would draw: dark pixels on the canvas
+        dark = page.evaluate(
+            """() => { const c = document.querySelector('[data-testid="pair-canvas"]');
+                       const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                       let n = 0; for (let i = 0; i < d.length; i += 4) n += d[i] < 100 && d[i + 1] < 100 && d[i + 2] < 100; return n; }"""
+        )
+        assert dark > 100, "the uploaded picture is not shown on the canvas"
+
+    page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-uploaded.png"))
+
+    # a stroke over the picture: both go as one picture, searched for its ink as a photo is
+    sent: list[dict] = []
+    page.on("request", lambda r: sent.append(r.post_data_json) if "model=multimnist" in r.url and r.method == "POST" else None)
+    draw(page, [[(0.1, 0.1), (0.2, 0.12)]], canvas=PAIR)
+    settled(page)
+    assert sent and sent[-1]["image"].startswith("data:image/png") and "source" not in sent[-1]
+    expect(page.get_by_test_id("pair-verdict")).not_to_have_text("Draw two digits, one over the other")
+
+    page.get_by_test_id("pair-upload").set_input_files({"name": "notes.txt", "mimeType": "text/plain", "buffer": b"two digits"})
+    expect(page.get_by_test_id("pair-verdict")).to_have_text("That file is not an image (text/plain).")
+    page.get_by_test_id("pair-clear").click()
+    expect(page.get_by_test_id("pair-verdict")).to_have_text("Draw two digits, one over the other")
