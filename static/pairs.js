@@ -47,12 +47,17 @@ export function createPairs(opts) {
     strokes: [], current: null, pointerId: null, ink: 0,
     sample: null, // a random test pair's 36x36 pixels (drawn under the strokes)
     picture: null, file: null, // an uploaded picture (HTMLImageElement, drawn under the strokes) and its file
+    darkGround: false, // the picture's ink is light on a dark ground (or on transparency): strokes go light over it
     result: null, // the last answer
     recon: [null, null], // the two redrawings' pixels, as shown (after the sliders): Float32Array(size*size), row-major
     named: [false, false], // whether the longest and the second capsule are digits the answer names
     colour: [0, 1], // the colour each redrawing is shown in: the ink it explains (0 red, 1 green)
     deltas: new Array(dim).fill(0)
   };
+
+  // What the canvas shows, whether drawn, a test pair or an upload: each change of it takes a new number, so that a test
+  // pair that arrives after a newer choice is dropped.
+  var choice = 0;
 
   /* ---- drawing: strokes in their digit's colour on screen, one grey ink for the network ---- */
   var ctx = els.canvas.getContext("2d");
@@ -61,16 +66,17 @@ export function createPairs(opts) {
 
   // On screen (colours): strokes in their own colours on white. For the server: ink as alpha on a transparent ground,
   // which /predict takes with source "canvas" (every stroke is the digit; no search for it as in a photo).
-  // With a picture, the server's copy is a photo too: the picture on white, the strokes dark over it.
+  // With a picture, the server's copy is a photo too: the picture on its ground, the strokes in the ink's tone over it.
   function paint(c, px, colours) {
+    var dark = !!state.picture && state.darkGround;
     c.clearRect(0, 0, px, px);
     if (colours || state.picture) {
-      c.fillStyle = "#ffffff";
+      c.fillStyle = dark ? "#000000" : "#ffffff";
       c.fillRect(0, 0, px, px);
     }
     if (state.picture) {
-      var k = Math.min(px / state.picture.naturalWidth, px / state.picture.naturalHeight);
-      var w = state.picture.naturalWidth * k, h = state.picture.naturalHeight * k;
+      var fit = Math.min(px / state.picture.naturalWidth, px / state.picture.naturalHeight);
+      var w = state.picture.naturalWidth * fit, h = state.picture.naturalHeight * fit;
       c.imageSmoothingEnabled = true;
       c.drawImage(state.picture, (px - w) / 2, (px - h) / 2, w, h);
     }
@@ -89,7 +95,7 @@ export function createPairs(opts) {
     c.lineWidth = px / 14;
     var all = state.current ? state.strokes.concat([state.current]) : state.strokes;
     all.forEach(function (s) {
-      c.strokeStyle = c.fillStyle = colours ? COLOURS[s.ink] : "#111418";
+      c.strokeStyle = c.fillStyle = colours ? COLOURS[s.ink] : dark ? "#ffffff" : "#111418";
       c.beginPath();
       if (s.pts.length === 1) {
         c.arc(s.pts[0][0] * px, s.pts[0][1] * px, c.lineWidth / 2, 0, 2 * Math.PI);
@@ -120,6 +126,7 @@ export function createPairs(opts) {
     e.preventDefault();
     state.pointerId = e.pointerId;
     try { els.canvas.setPointerCapture(e.pointerId); } catch (err) { /* synthetic events */ }
+    choice++; // a test pair still on its way would wipe this stroke: it is dropped
     state.current = { ink: state.ink, pts: [pointFrom(e)] };
     redraw();
     live();
@@ -148,10 +155,16 @@ export function createPairs(opts) {
   }
   els.inks.forEach(function (b, i) { b.addEventListener("click", function () { setInk(i); }); });
 
-  els.clear.addEventListener("click", function () {
+  function forget() {
+    choice++;
     state.strokes = []; state.current = null; state.sample = null; state.picture = null; state.file = null;
-    els.upload.value = "";
+    delete els.verdict.dataset.truth;
     predictChannel.invalidate();
+  }
+
+  els.clear.addEventListener("click", function () {
+    forget();
+    els.upload.value = "";
     setInk(0);
     show(null);
     redraw();
@@ -159,8 +172,11 @@ export function createPairs(opts) {
 
   if (els.random) {
     els.random.addEventListener("click", function () {
+      var mine = ++choice;
       fetch(SAMPLE, { headers: withKey({}) }).then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("HTTP " + r.status)); }).then(function (s) {
-        state.strokes = []; state.sample = s.pixels; state.picture = null; state.file = null;
+        if (mine !== choice) return; // the page moved on (an upload, Clear, another pair) while it came
+        forget();
+        state.sample = s.pixels;
         redraw();
         els.verdict.dataset.truth = s.labels.join(",");
         predict();
@@ -171,8 +187,7 @@ export function createPairs(opts) {
   // A file replaces the drawing, the test pair and any earlier upload, even if it turns out not to be an image.
   function useFile(file) {
     if (!file) return;
-    state.strokes = []; state.current = null; state.sample = null; state.picture = null; state.file = null;
-    predictChannel.invalidate();
+    forget();
     show(null);
     if (file.type && !/^image\//.test(file.type)) {
       redraw();
@@ -185,18 +200,45 @@ export function createPairs(opts) {
       URL.revokeObjectURL(url);
       if (state.file !== file) return;
       state.picture = img;
+      state.darkGround = darkGround(img);
       redraw();
       if (state.strokes.length) predict(); // strokes drawn before it was decoded go with it now
     };
-    img.onerror = function () { URL.revokeObjectURL(url); };
+    img.onerror = function () {
+      // not a picture this browser can show: the server says what it makes of the file; strokes after it are a drawing
+      URL.revokeObjectURL(url);
+      if (state.file !== file) return;
+      state.file = null;
+      if (state.strokes.length) predict();
+    };
     img.src = url;
     redraw();
     predict();
   }
+  // Light ink on a dark ground, or on transparency (a drawing exported from elsewhere): from its pixels at 64x64.
+  function darkGround(img) {
+    var c = document.createElement("canvas");
+    c.width = c.height = 64;
+    var g = c.getContext("2d");
+    g.drawImage(img, 0, 0, 64, 64);
+    var d = g.getImageData(0, 0, 64, 64).data, clear = 0, opaque = 0, lum = 0;
+    for (var i = 0; i < d.length; i += 4) {
+      if (d[i + 3] < 128) { clear++; continue; }
+      opaque++;
+      lum += (0.299 * d[i] + 0.587 * d[i + 1] + 0.114 * d[i + 2]) / 255;
+    }
+    var mean = opaque ? lum / opaque : 0;
+    // on transparency the opaque pixels are the ink: light ink wants a dark ground; else the picture is its own ground
+    return clear > 0.1 * (clear + opaque) ? mean > 0.5 : mean < 0.5;
+  }
+
   els.upload.addEventListener("change", function () { useFile(els.upload.files[0]); els.upload.value = ""; });
-  els.canvas.addEventListener("dragover", function (e) { e.preventDefault(); });
+  var wrap = els.canvas.parentElement;
+  els.canvas.addEventListener("dragover", function (e) { e.preventDefault(); wrap.classList.add("is-dragover"); });
+  els.canvas.addEventListener("dragleave", function () { wrap.classList.remove("is-dragover"); });
   els.canvas.addEventListener("drop", function (e) {
     e.preventDefault();
+    wrap.classList.remove("is-dragover");
     var files = e.dataTransfer && e.dataTransfer.files;
     if (files && files.length) useFile(files[0]);
   });

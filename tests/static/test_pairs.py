@@ -186,9 +186,10 @@ def test_pen_strokes_traced_from_test_pairs_are_read_on_the_page_as_the_canvas_s
 
 
 def test_a_picture_of_two_digits_is_uploaded_and_read_as_the_service_reads_its_file(session: tuple[Any, Watch]) -> None:
-    """Pictures of test pairs (dark ink on white paper, 144 px, PNG and JPEG) uploaded on section 7 are sent as files,
-    byte for byte: the page names what the service names for the same file, and shows the picture under the strokes;
-    strokes drawn over it go with it as one picture; a file that is not an image is said to be none."""
+    """Pictures of test pairs (ink on paper, 144 px, PNG and JPEG, dark on light and light on dark) uploaded on section 7
+    go to the service as the files they are, byte for byte: the page names what the service names for them, and shows
+    the picture under the strokes; strokes drawn over it go with it as one opaque picture, the strokes in the ink's tone;
+    a file that is not an image is said to be none."""
     import numpy as np
     from PIL import Image
 
@@ -200,36 +201,59 @@ def test_a_picture_of_two_digits_is_uploaded_and_read_as_the_service_reads_its_f
     page, _ = session
     x, y = load_mnist(need_mnist(), "test")
     base = page.url.rstrip("/")
+    verdict = "document.querySelector('[data-testid=\"pair-verdict\"]').dataset"
+    sent: list[Any] = []
+    page.on("request", lambda r: sent.append(r) if "model=multimnist" in r.url and r.method == "POST" else None)
+
+    def answered(act: Any) -> None:
+        """`act`, then wait for the answer to it (the verdict's ranked capsules, cleared before)."""
+        page.evaluate(f"() => {{ delete {verdict}.ranked; }}")
+        act()
+        page.wait_for_function(f"() => !!{verdict}.ranked")
+        settled(page)
+
+    def export(request: Any) -> np.ndarray:
+        return np.asarray(Image.open(io.BytesIO(base64.b64decode(request.post_data_json["image"].split(",", 1)[1]))).convert("RGBA"))
+
     page.get_by_test_id(PAIR).scroll_into_view_if_needed()
-    for k, item in enumerate(pair_items(x, y, 3, seed=11)[3:]):
-        paper = Image.fromarray((255 - _composite(x, item) * 255).astype(np.uint8)).resize((144, 144), Image.Resampling.BICUBIC)
+    for k, item in enumerate(pair_items(x, y, 4, seed=11)[4:]):
+        ink = (_composite(x, item) * 255).astype(np.uint8)
+        light_on_dark = k == 3
+        paper = Image.fromarray(ink if light_on_dark else 255 - ink).resize((144, 144), Image.Resampling.BICUBIC)
         buf, kind = io.BytesIO(), ("png", "jpeg")[k % 2]
         paper.save(buf, format=kind.upper())
         upload = {"name": f"pair.{kind}", "mimeType": f"image/{kind}", "buffer": buf.getvalue()}
         expected = page.request.post(base + "/predict?model=multimnist", multipart={"file": upload}).json()
-        page.evaluate("() => { delete document.querySelector('[data-testid=\"pair-verdict\"]').dataset.ranked; }")
-        page.get_by_test_id("pair-upload").set_input_files(upload)
-        page.wait_for_function("() => !!document.querySelector('[data-testid=\"pair-verdict\"]').dataset.ranked")  # answered
-        settled(page)
+        answered(lambda u=upload: page.get_by_test_id("pair-upload").set_input_files(u))
+        # what the network saw, pixel for pixel, is what it saw of the file sent by the test: the file went as it is
+        assert page.get_by_test_id("pair-input").get_attribute("src").endswith(expected["input"]["png"]), f"pair {k}: not the file"
         assert predictions(page) == ",".join(map(str, expected["predictions"])), f"pair {k}: the page and the service differ"
-        expect(page.get_by_test_id("pair-input")).not_to_have_class("is-empty")
-        # the picture is on show under where a person would draw: dark pixels on the canvas
-        dark = page.evaluate(
-            """() => { const c = document.querySelector('[data-testid="pair-canvas"]');
-                       const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-                       let n = 0; for (let i = 0; i < d.length; i += 4) n += d[i] < 100 && d[i + 1] < 100 && d[i + 2] < 100; return n; }"""
+        # the picture is on show under where a person would draw: its ink's pixels on the canvas
+        tone = "d[i] > 160 && d[i + 1] > 160 && d[i + 2] > 160" if light_on_dark else "d[i] < 100 && d[i + 1] < 100 && d[i + 2] < 100"
+        shown = page.evaluate(
+            f"""() => {{ const c = document.querySelector('[data-testid="pair-canvas"]');
+                        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                        let n = 0; for (let i = 0; i < d.length; i += 4) n += {tone}; return n; }}"""
         )
-        assert dark > 100, "the uploaded picture is not shown on the canvas"
+        assert shown > 100, f"pair {k}: the uploaded picture is not shown on the canvas"
+        if k == 0:
+            page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-uploaded.png"))
 
-    page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-uploaded.png"))
-
-    # a stroke over the picture: both go as one picture, searched for its ink as a photo is
-    sent: list[dict] = []
-    page.on("request", lambda r: sent.append(r.post_data_json) if "model=multimnist" in r.url and r.method == "POST" else None)
-    draw(page, [[(0.1, 0.1), (0.2, 0.12)]], canvas=PAIR)
-    settled(page)
-    assert sent and sent[-1]["image"].startswith("data:image/png") and "source" not in sent[-1]
-    expect(page.get_by_test_id("pair-verdict")).not_to_have_text("Draw two digits, one over the other")
+        # a stroke over the picture: both go as one opaque picture, searched for its ink as a photo is, the stroke in the
+        # ink's tone (light over light ink on dark), and answered as the service answers that picture
+        answered(lambda: draw(page, [[(0.1, 0.1), (0.2, 0.12)]], canvas=PAIR))
+        body = sent[-1].post_data_json
+        assert "source" not in body
+        img = export(sent[-1])
+        assert (img[..., 3] == 255).all(), "the picture with strokes went with a transparent ground"
+        lum = img[..., :3].mean(-1)
+        stroke, middle = lum[32:36, 42:52], lum[60:220, 60:220]
+        if light_on_dark:
+            assert stroke.mean() > 200 and (middle > 160).sum() > 100, "the stroke or the picture's light ink is missing"
+        else:
+            assert stroke.mean() < 60 and (middle < 100).sum() > 100, "the stroke or the picture's dark ink is missing"
+        again = page.request.post(base + "/predict?model=multimnist", data=body).json()
+        assert predictions(page) == ",".join(map(str, again["predictions"]))
 
     page.get_by_test_id("pair-upload").set_input_files({"name": "notes.txt", "mimeType": "text/plain", "buffer": b"two digits"})
     expect(page.get_by_test_id("pair-verdict")).to_have_text("That file is not an image (text/plain).")
