@@ -12,18 +12,17 @@ a card that does not parse, a graph that does not open) leaves the serving versi
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Coroutine
 from contextlib import suppress
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio import to_thread
 
 from model import ATLAS_FILES
+from service.atlas import load_atlas
 from service.engine import cores
 from service.engine.batcher import Batcher
 from service.engine.card import ModelCard, WeightsError, load_card, verify_files
@@ -40,22 +39,6 @@ from service.state import AppState, Models
 log = logging.getLogger("capsnet.loading")
 
 LOAD_ERRORS = (WeightsError, ValueError, EngineUnavailable, OSError)  # a version that cannot be served, and why
-
-
-def load_atlas(path: Path, version: str) -> dict[str, Any] | None:
-    """An atlas (`python -m model.atlas` writes it beside the weights) when it was measured on the model of `version`;
-    None otherwise (logged)."""
-    try:
-        atlas = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        log.error("%s unreadable: %s", path, e)
-        return None
-    if atlas.get("model_version") != version:
-        log.warning("%s was measured on model %s, this is %s: not served", path, atlas.get("model_version"), version)
-        return None
-    return atlas
 
 
 class LoadFailed(Exception):

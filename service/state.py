@@ -8,6 +8,7 @@ from copy import copy
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from service.atlas import Atlas
 from service.engine.batcher import Batcher
 from service.engine.card import ModelCard
 from service.engine.decoder_files import DecoderFile
@@ -40,7 +41,7 @@ class Models:
     decoder_files: dict[str, DecoderFile] = field(default_factory=dict)  # the decoders the page may run itself, by model
     # each network's dimension atlas (weights/dimensions.json, multimnist-dimensions.json), by model name, where it was
     # measured on the version served (routers/dimensions.py)
-    atlases: dict[str, dict] = field(default_factory=dict)
+    atlases: dict[str, Atlas] = field(default_factory=dict)
 
 
 class _OfModels(Generic[T]):
@@ -88,7 +89,7 @@ class AppState:
     routing_inspector = _OfModels[RoutingInspector | None](None)
     pair_engine = _OfModels[PairEngine | None](None)
     decoder_files = _OfModels[dict[str, DecoderFile]]({})
-    atlases = _OfModels[dict[str, dict]]({})
+    atlases = _OfModels[dict[str, Atlas]]({})
 
     @property
     def card(self) -> ModelCard:

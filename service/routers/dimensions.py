@@ -2,19 +2,18 @@
 the MNIST network or (`?model=multimnist`) the two-digit one.
 
 Each atlas is written by `python -m model.atlas` next to the weights (weights/dimensions.json,
-weights/multimnist-dimensions.json); it is read with each version of the weights (service/loading.py), and only served
+weights/multimnist-dimensions.json); it is read with each version of the weights (service/atlas.py), and only served
 for the model version it was measured on: a stale atlas would put false names on the sliders.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from service.deps import ReadyDep, TwoDigit
 from service.engine.two_digit import NAME as PAIRS
 from service.errors import ClientError
-from service.postprocess import FastJSON
 from service.schemas import ERRORS, ErrorBody
 
 router = APIRouter(tags=["decoder"])
@@ -43,15 +42,17 @@ class NoAtlas(ClientError):
     },
     openapi_extra={"parameters": [MODEL_PARAM]},
 )
-async def dimensions(state: ReadyDep, pairs: TwoDigit) -> Response:
+async def dimensions(request: Request, state: ReadyDep, pairs: TwoDigit) -> Response:
     """For every digit capsule and pose dimension: the label (`ink`, `thickness`, `width`, `height`, `slant`, `x`,
     `y`, or `local` when no global measure dominates), its direction, the effect per +0.1 in the measure's units and
     in standard deviations, the effects on every measure, and how consistent and monotonic the sweep was.
-    `?model=multimnist`: the two-digit network's."""
+    `?model=multimnist`: the two-digit network's. Gzipped for a client that accepts it."""
     name, version, command = ("capsnet", state.card.version, "python -m model.atlas")
     if pairs is not None:
         name, version, command = (PAIRS, pairs.card.version, f"python -m model.atlas --network {PAIRS}")
     atlas = state.atlases.get(name)
     if atlas is None:
         raise NoAtlas(f"no dimension atlas for model {name} {version}: run `{command}`")
-    return FastJSON(atlas)
+    if "gzip" in request.headers.get("accept-encoding", ""):  # as Starlette's GZipMiddleware decides
+        return Response(atlas.gzipped, media_type="application/json", headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
+    return Response(atlas.json, media_type="application/json", headers={"Vary": "Accept-Encoding"})

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from service.atlas import Atlas
 from service.deps import ReadyDep
 from service.engine.decoder_files import DecoderFile
 from service.engine.two_digit import NAME
@@ -49,8 +50,8 @@ async def index(request: Request, state: ReadyDep) -> HTMLResponse:
     return templates.TemplateResponse(request, "index.html", ctx)
 
 
-def _poses(atlas: dict | None) -> int | None:
-    return atlas["rule"]["poses_per_digit"] if atlas is not None else None
+def _poses(atlas: Atlas | None) -> int | None:
+    return atlas.document["rule"]["poses_per_digit"] if atlas is not None else None
 
 
 def _spec(f: DecoderFile | None) -> str:
