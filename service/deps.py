@@ -81,6 +81,17 @@ RoutingType = Annotated[int | None, BeforeValidator(_type_or_mean), Query(alias=
 ModelQuery = Annotated[Literal["capsnet", NAME], Query(alias="model", include_in_schema=False)]
 
 
+def model_param(description: str) -> dict:
+    """`?model=` as OpenAPI documents it (ModelQuery itself is kept out of the schema): each route says what it means there."""
+    return {
+        "name": "model",
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": {"enum": ["capsnet", NAME], "default": "capsnet", "title": "Model"},
+    }
+
+
 def _pairs(state: AppState, model: str) -> PairEngine | None:
     """The two-digit network when `?model=multimnist` asks for it (None: the MNIST one); 404 when it is not served here."""
     if model == "capsnet":

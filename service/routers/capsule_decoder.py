@@ -13,7 +13,7 @@ from anyio import CapacityLimiter
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
-from service.deps import ReadyDep, TwoDigit, WithPixels
+from service.deps import ReadyDep, TwoDigit, WithPixels, model_param
 from service.engine.two_digit import PairEngine
 from service.errors import Invalid, NotServed
 from service.http.body import BodyRoute
@@ -28,13 +28,7 @@ router = APIRouter(tags=["decoder"], route_class=BodyRoute)
 # named by its content: a browser may keep it as long as it likes, and a new export has another name
 IMMUTABLE = {"Cache-Control": "public, max-age=31536000, immutable"}
 
-MODEL_PARAM = {
-    "name": "model",
-    "in": "query",
-    "required": False,
-    "description": "`capsnet` (the default) or `multimnist`: whose decoder draws the pose (36x36 for multimnist)",
-    "schema": {"enum": ["capsnet", "multimnist"], "default": "capsnet", "title": "Model"},
-}
+MODEL_PARAM = model_param("`capsnet` (the default) or `multimnist`: whose decoder draws the pose (36x36 for multimnist)")
 Decoder = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 DEFAULT_DELTAS = [round(-0.25 + 0.05 * k, 2) for k in range(11)]  # the paper's Figure 4 range

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from service.deps import ReadyDep, TwoDigit
+from service.deps import ReadyDep, TwoDigit, model_param
 from service.engine.two_digit import NAME as PAIRS
 from service.errors import ClientError
 from service.schemas import ERRORS, ErrorBody
@@ -19,13 +19,7 @@ from service.schemas import ERRORS, ErrorBody
 router = APIRouter(tags=["decoder"])
 
 
-MODEL_PARAM = {
-    "name": "model",
-    "in": "query",
-    "required": False,
-    "description": f"`capsnet` (the default) or `{PAIRS}`: whose digit capsules the atlas describes",
-    "schema": {"enum": ["capsnet", PAIRS], "default": "capsnet", "title": "Model"},
-}
+MODEL_PARAM = model_param(f"`capsnet` (the default) or `{PAIRS}`: whose digit capsules the atlas describes")
 
 
 class NoAtlas(ClientError):

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from model.affine import Affine, warp
-from service.deps import BatchArgs, PredictArgs, ReadyDep, Upload, WithPixels, capsnet_only
+from service.deps import BatchArgs, PredictArgs, ReadyDep, Upload, WithPixels, capsnet_only, model_param
 from service.engine.batcher import Inference
 from service.engine.two_digit import NAME as PAIRS
 from service.engine.two_digit import PairEngine
@@ -132,14 +132,10 @@ ROUTING_TYPE_PARAM = {
 }
 
 
-MODEL_PARAM = {
-    "name": "model",
-    "in": "query",
-    "required": False,
-    "description": "`capsnet` (the default): one digit; `multimnist`: two overlapping digits, answered as `PairPrediction` "
-    "(of `include`, only `pixels` applies to it; routing_type is for capsnet only)",
-    "schema": {"enum": ["capsnet", PAIRS], "default": "capsnet", "title": "Model"},
-}
+MODEL_PARAM = model_param(
+    "`capsnet` (the default): one digit; `multimnist`: two overlapping digits, answered as `PairPrediction` "
+    "(of `include`, only `pixels` applies to it; routing_type is for capsnet only)"
+)
 
 
 def _with_include(spec: dict) -> dict:
