@@ -758,17 +758,13 @@ def test_sliders_and_figure_rows_name_what_each_dimension_does(page: Any) -> Non
     """The measured atlas (GET /dimensions) labels the selected capsule's 16 sliders and Figure 4's rows, and follows
     the selection."""
     atlas = json.loads(urllib.request.urlopen(page.url.rstrip("/") + "/dimensions").read())
-
-    def expected(k: int) -> list[str]:
-        return slider_names(atlas, k)
-
     draw(page, ONE)
     wait_predicted(page, 1)
     wait_settled(page)
     for k in (1, 3):
         if k != 1:
             page.get_by_test_id("capsule-select").select_option(str(k))
-        want = expected(k)
+        want = slider_names(atlas, k)
         page.wait_for_function(
             "(t) => document.querySelector('[data-testid=\"pose-label-0\"]').textContent === t", arg=want[0], timeout=WAIT_MS
         )
@@ -776,7 +772,7 @@ def test_sliders_and_figure_rows_name_what_each_dimension_does(page: Any) -> Non
         labelled = [d for d, info in enumerate(atlas["digits"][k]["dims"]) if info["label"] != "local"]
         for d in labelled:
             expect(page.locator(f"#figure-row-{d}")).to_have_text(f"{d + 1} {atlas['digits'][k]['dims'][d]['label']}")
-    assert any(t != "local" for t in expected(1) + expected(3)), "the atlas names no dimension of capsules 1 and 3"
+    assert any(t != "local" for t in slider_names(atlas, 1) + slider_names(atlas, 3)), "the atlas names no dimension of capsules 1 and 3"
 
 
 # ------------------------------------------------------------- routing inspector
