@@ -60,8 +60,8 @@ evaluate: $(VENV)/.dev-installed  ## accuracy of weights/capsnet.onnx on the 10k
 export: $(VENV)/.dev-installed  ## $(CHECKPOINT) -> weights/*.onnx (FP32 and INT8) + model card (parity-checked, accuracy measured)
 	$(BIN)/python -m model.export --checkpoint $(CHECKPOINT) --data $(DATA)
 
-quantize: $(VENV)/.dev-installed  ## weights/capsnet.onnx -> weights/capsnet-int8.onnx, accuracy and speed-up in the model card
-	$(BIN)/python -m model.quantize --data $(DATA)
+quantize: $(VENV)/.dev-installed  ## weights/capsnet.onnx -> weights/capsnet-int8.onnx and decoder.onnx -> decoder-int8.onnx (the counterfactual redraws), accuracy, verdicts kept and speed-up in the model card
+	$(BIN)/python -m model.quantize --data $(DATA) $(if $(wildcard build/honesty/held-out.npz),--held-out build/honesty/held-out.npz)
 
 calibrate: $(VENV)/.dev-installed  ## the is_digit rule, fitted on MNIST and generated letters, scribbles and blank paper (fonts of requirements/fonts.txt) -> weights/model-card.json with its held-out figures
 	$(BIN)/python -m bench.honesty --split calibration --scale 3 --precision fp32 --data $(DATA) --save-inputs build/honesty/calibration.npz --results build/honesty

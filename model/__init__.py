@@ -6,6 +6,7 @@ MNIST_DIR = "../shared/data/mnist"  # where every command looks for MNIST's IDX 
 FP32_FILE = "capsnet.onnx"  # the exported network; its INT8 twin's name is in the model card (`int8.file`)
 INT8_FILE = "capsnet-int8.onnx"
 DECODER_FILE = "decoder.onnx"
+DECODER_INT8_FILE = "decoder-int8.onnx"  # the counterfactual redraws on the CPU (model/quantize.py; the card's `int8.decoder`)
 MULTIMNIST_FILE = "multimnist.onnx"  # two overlapping digits on 36x36 (model/export_multimnist.py; the card's `multimnist` entry)
 MULTIMNIST_DECODER_FILE = "multimnist-decoder.onnx"
 # what each pose dimension does (model/atlas.py), by network: the MNIST one, and the two-digit one

@@ -364,7 +364,7 @@ class ServedModel(BaseModel):
                     "model_file": "capsnet-int8.onnx",
                     "session_providers": ["CPUExecutionProvider"],
                     "available_providers": ["CPUExecutionProvider"],
-                    "engine": {"kind": "local"},
+                    "engine": {"kind": "local", "counterfactuals": "decoder-int8.onnx"},
                     "input_spec": {"name": "image", "type": "tensor(float)", "shape": [None, 1, 28, 28]},
                     "limits": {
                         "max_body_bytes": 16777216,
@@ -402,8 +402,8 @@ class ServedModel(BaseModel):
     session_providers: list[str]
     available_providers: list[str] = Field(description="what this onnxruntime build offers")
     engine: dict[str, Any] = Field(
-        description='where the models run: {"kind": "local"}, or with CAPSNET_ENGINE_URL '
-        '{"kind": "remote", "url", "server": the engine\'s GET /v2}'
+        description='where the models run: {"kind": "local", "counterfactuals": the decoder file that redraws the capsules that '
+        'did not win}, or with CAPSNET_ENGINE_URL {"kind": "remote", "url", "server": the engine\'s GET /v2}'
     )
     input_spec: InputSpec
     limits: Limits

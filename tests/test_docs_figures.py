@@ -171,6 +171,16 @@ def test_the_model_docs_quote_the_cards_training_test_and_int8_figures():
     rate = int8["images_per_s_batch32"]
     assert f"makes the same {int8['test']['errors']} errors ({100 * int8['test']['accuracy']:.2f}%)" in prose
     assert f"runs {int8['speedup_batch32']:.2f}x faster at batch 32 ({rate['int8']:,.0f} against {rate['fp32']:,.0f} images/s)" in prose
+    redraws = int8["decoder"]
+    parity, calls = redraws["parity"], redraws["nine_redraws_per_s"]
+    worst, median = parity["recon_error_max_abs"], parity["recon_error_max_abs_median"]
+    assert f"{parity['is_digit_changed']} `is_digit` verdicts changed" in prose
+    assert f"`recon_errors` within {worst:.3f} (median over digits of the largest difference {median:.3f})" in prose
+    assert f"every pixel within {parity['pixel_max_abs']:.3f}" in prose
+    held = redraws["held_out_sets"].values()
+    assert f"{sum(s['is_digit_changed'] for s in held)} verdicts of {sum(s['inputs'] for s in held):,};" in prose
+    speed = f"nine redraws {redraws['speedup_nine_redraws']:.1f}x faster ({calls['int8']:,.0f} against {calls['fp32']:,.0f} calls"
+    assert speed in prose
 
 
 ROBUSTNESS_NAMES = {"none": "none (clean)", "rotate": "rotation ±{:g}°", "scale": "scale ×{:g}", "shear": "shear ±{:g}°"}

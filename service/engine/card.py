@@ -96,9 +96,15 @@ class IsDigit(_Section):
     rule: DigitRule
 
 
+class Int8Decoder(_Section):
+    file: str
+    meets_bars: bool = False  # is_digit verdicts kept, speed and finite output, as model/quantize.py measured them
+
+
 class Int8(_Section):
     file: str
     meets_bars: bool = False  # accuracy, speed and finite output, as model/quantize.py measured them
+    decoder: Int8Decoder | None = None  # the counterfactual redraws beside the INT8 file; a card without it: decoder.onnx
 
 
 class RoutingTrace(_Section):

@@ -55,6 +55,10 @@ class Engine:
     model_file: str = FP32_FILE
     precision: str = "fp32"  # of the convolutions in model_file, as chosen (card.choose_precision), not read off the file name
     capsnet_busy: ort.InferenceSession | None = None  # fewer threads, for batches run while other requests are in flight
+    # the counterfactual redraws behind recon_errors and is_digit, where the card's INT8 decoder met its bars and the
+    # convolutions run in INT8 too (the CPU); None: the decoder itself
+    counterfactual_decoder: ort.InferenceSession | None = None
+    counterfactual_file: str = DECODER_FILE
     _signatures: dict[str, Signature] | None = field(default=None, repr=False)
 
     @property
@@ -92,7 +96,7 @@ class Engine:
         return cores.batches_in_flight(ms_per_image, len(os.sched_getaffinity(0)))
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "local"}
+        return {"kind": "local", "counterfactuals": self.counterfactual_file}
 
     def predict(
         self, images: np.ndarray, busy: bool = False, explain: np.ndarray | None = None, fetch: frozenset[str] = EXTRA_OUTPUTS
@@ -105,11 +109,18 @@ class Engine:
         session = self.capsnet_busy if busy and self.capsnet_busy is not None else self.capsnet
         names = fetched(fetch)
         out = dict(zip(names, session.run(names, {"image": images})))
-        return explained(self.reconstruct, out, images, explain)
+        return explained(self.redraw, out, images, explain)
 
     def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:
-        """digits int64 [N], poses float32 [N,16] -> [N,1,S,S]."""
+        """digits int64 [N], poses float32 [N,16] -> [N,1,S,S]: decoder.onnx, for the pictures asked for by pose."""
         return self.decoder.run(["reconstruction"], {"digit": digits, "pose": poses})[0]
+
+    def redraw(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:
+        """As reconstruct, for the counterfactuals of every answer: the INT8 decoder where there is one (a fifth of the
+        fp32 decoder's CPU on one thread: model/quantize.py keeps it to where it turns no more than 0.1% of is_digit
+        verdicts)."""
+        session = self.counterfactual_decoder or self.decoder
+        return session.run(["reconstruction"], {"digit": digits, "pose": poses})[0]
 
     def warm_up(self, runs: int) -> float | None:
         """Run the first (slow) calls before /readyz says yes: both batch shapes the batcher uses most, on each
@@ -128,6 +139,7 @@ class Engine:
                     ms = (time.perf_counter() - t0) * 1000.0 / n
                     best = ms if best is None else min(best, ms)
             self.reconstruct(np.zeros(1, np.int64), np.zeros((1, self.card.digit_dim), np.float32))
+            self.redraw(np.zeros(9, np.int64), np.zeros((9, self.card.digit_dim), np.float32))
         return best
 
 
@@ -184,12 +196,17 @@ def load_engine(
     )
     if busy_threads and busy_threads != threads and engine.provider == "CPUExecutionProvider":
         engine.capsnet_busy = open_session(weights_dir / model_file, providers, busy_threads)
+    redraws = card.int8.decoder if card.int8 is not None and chosen == "int8" else None
+    if redraws is not None and redraws.meets_bars and engine.provider == "CPUExecutionProvider":
+        engine.counterfactual_decoder = open_session(weights_dir / redraws.file, providers, threads)
+        engine.counterfactual_file = redraws.file
     log.info(
-        "model %s %s (%s, %s) on %s (session providers %s); intra-op threads %s alone, %s under load",
+        "model %s %s (%s, %s; counterfactuals by %s) on %s (session providers %s); intra-op threads %s alone, %s under load",
         card.name,
         card.version,
         model_file,
         engine.precision,
+        engine.counterfactual_file,
         engine.provider,
         engine.capsnet.get_providers(),
         threads or "one per core",

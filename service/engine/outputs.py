@@ -29,7 +29,8 @@ def counterfactuals(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The decoder (`reconstruct`: digits [M], poses [M,16] -> [M,1,S,S]) on every digit capsule's own pose, in one call
     per batch, and how far each redraw is from the input: images [N,10,S,S] and errors [N,10]. The winner's redraw is
-    the graph's own `reconstruction` (the same decoder on the same pose, bit for bit), so the decoder runs the other nine.
+    the graph's own `reconstruction` (the decoder's layers on the same pose), so the decoder runs the other nine: on the
+    CPU, beside the INT8 network, in INT8 too (the engine's `redraw`).
 
     Why: a digit the network has really seen is redrawn well by its capsule and badly by the others; an input no
     capsule can redraw is not a digit (the paper's Figure 3; Frosst, Sabour & Hinton's DARCCC). What the decoder

@@ -95,6 +95,28 @@ def test_int8_model_runs_and_stays_close_to_fp32(exported, tmp_path):
     assert np.abs(got[0] - ref[0]).max() < 0.05  # capsule lengths
 
 
+def test_int8_decoder_redraws_close_to_fp32_and_each_pose_alike_in_any_batch(exported, tmp_path):
+    """The counterfactual redraws' decoder: its three layers quantised, its pictures within a few grey levels of
+    decoder.onnx's, and a pose's picture the same alone or batched with others (fixed ranges: an answer does not
+    depend on the requests that shared its batch)."""
+    from model.quantize import quantize_decoder
+
+    _, _, decoder_path = exported
+    int8 = tmp_path / "decoder-int8.onnx"
+    rng = np.random.default_rng(1)
+    quantize_decoder(decoder_path, int8, rng.normal(0, 0.3, (640, 10, 16)).astype(np.float32))
+    ops = [n.op_type for n in onnx.load(str(int8)).graph.node]
+    assert ops.count("Gemm") == 3 and ops.count("DequantizeLinear") >= 6  # activations and weights of each layer
+    feed = {"digit": rng.integers(0, 10, 40).astype(np.int64), "pose": rng.normal(0, 0.3, (40, 16)).astype(np.float32)}
+    ref = ort.InferenceSession(str(decoder_path), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    session = ort.InferenceSession(str(int8), providers=["CPUExecutionProvider"])
+    got = session.run(None, feed)[0]
+    assert got.shape == ref.shape == (40, 1, 28, 28)
+    assert np.abs(got - ref).max() < 0.15 and np.abs(got - ref).mean() < 0.01
+    alone = session.run(None, {"digit": feed["digit"][:3], "pose": feed["pose"][:3]})[0]
+    np.testing.assert_array_equal(alone, got[:3])
+
+
 def test_exported_squash_is_safe_at_zero(tmp_path):
     """With PrimaryCaps silenced every capsule is exactly zero: the ONNX model must still give numbers, not NaN."""
     torch.manual_seed(0)

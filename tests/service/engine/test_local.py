@@ -10,6 +10,7 @@ import onnxruntime as ort
 import pytest
 
 import service.engine.local as engine_module
+from model.digit_rule import recon_error
 from service.engine.card import load_card
 from service.engine.local import CUDA_OPTIONS, choose_providers, load_engine
 
@@ -68,13 +69,13 @@ class _PlacedAsAsked:
 
 
 @pytest.mark.parametrize(
-    ("available", "file", "precision", "device"),
+    ("available", "file", "precision", "device", "redraws"),
     [
-        (["CUDAExecutionProvider", "CPUExecutionProvider"], "capsnet.onnx", "fp32", "GPU"),
-        (["CPUExecutionProvider"], "capsnet-int8.onnx", "int8", "CPU"),
+        (["CUDAExecutionProvider", "CPUExecutionProvider"], "capsnet.onnx", "fp32", "GPU", "decoder.onnx"),
+        (["CPUExecutionProvider"], "capsnet-int8.onnx", "int8", "CPU", "decoder-int8.onnx"),
     ],
 )
-def test_auto_precision_follows_the_providers(monkeypatch, available, file, precision, device):
+def test_auto_precision_follows_the_providers(monkeypatch, available, file, precision, device, redraws):
     card = load_card(WEIGHTS)
     assert card.int8.meets_bars, "the committed card's INT8 file met its bars: auto serves it on the CPU"
     monkeypatch.setattr(ort, "get_available_providers", lambda: available)
@@ -82,6 +83,7 @@ def test_auto_precision_follows_the_providers(monkeypatch, available, file, prec
     engine = load_engine(WEIGHTS, card, "cuda,cpu", 1, "auto")
     assert (engine.model_file, engine.precision, engine.device) == (file, precision, device)
     assert engine.capsnet.path.name == file
+    assert engine.describe()["counterfactuals"] == redraws  # the counterfactuals in INT8 beside the INT8 network only
 
 
 @pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider'")
@@ -129,8 +131,8 @@ def test_only_the_rows_that_ask_are_explained_and_the_others_cost_no_decoding(lo
     images = _digits(5)
     full = local_engine.predict(images)
     rows: list[int] = []
-    real = local_engine.reconstruct
-    monkeypatch.setattr(local_engine, "reconstruct", lambda d, p: rows.append(len(d)) or real(d, p))
+    real = local_engine.redraw
+    monkeypatch.setattr(local_engine, "redraw", lambda d, p: rows.append(len(d)) or real(d, p))
     explain = np.array([True, False, True, False, False])
     out = local_engine.predict(images, explain=explain)
     assert rows == [2 * 9]  # nine decodes for each of the two rows that asked
@@ -139,3 +141,32 @@ def test_only_the_rows_that_ask_are_explained_and_the_others_cost_no_decoding(lo
     rows.clear()
     local_engine.predict(images, explain=np.zeros(5, bool))
     assert rows == []
+
+
+def test_beside_the_int8_network_the_counterfactuals_are_redrawn_in_int8_and_judged_alike():
+    """The INT8 decoder redraws the nine losers on the CPU: recon_errors within the card's measured parity of decoder.onnx's,
+    the same is_digit verdicts, and the pictures asked for by pose still decoder.onnx's own."""
+    card = load_card(WEIGHTS)
+    engine = load_engine(WEIGHTS, card, "cpu", 1, "int8")
+    assert engine.counterfactual_file == card.int8.decoder.file == "decoder-int8.onnx"
+    images = _digits(8)
+    out = engine.predict(images)
+    n, k, dim = out["poses"].shape
+    fp32 = engine.reconstruct(np.tile(np.arange(k, dtype=np.int64), n), out["poses"].reshape(n * k, dim)).reshape(n, k, 28, 28)
+    fp32[np.arange(n), out["lengths"].argmax(1)] = out["reconstruction"][:, 0]
+    errors = recon_error(images[:, 0], fp32)
+    assert 0 < np.abs(out["recon_errors"] - errors).max() <= card.int8.decoder.model_extra["parity"]["recon_error_max_abs"]
+    same = {**out, "recon_errors": errors}
+    assert (card.digit_rule.judge(images, out)[1] == card.digit_rule.judge(images, same)[1]).all()
+    alone = engine.predict(images[:2])  # an image's answer does not depend on what shares its batch
+    np.testing.assert_array_equal(alone["recon_errors"], out["recon_errors"][:2])
+    assert engine.counterfactual_decoder is not None and engine.decoder is not engine.counterfactual_decoder
+
+
+def test_the_fp32_network_or_a_decoder_short_of_its_bars_redraws_with_decoder_onnx():
+    card = load_card(WEIGHTS)
+    assert load_engine(WEIGHTS, card, "cpu", 1, "fp32").counterfactual_decoder is None
+    short = card.int8.decoder.model_copy(update={"meets_bars": False})
+    card = card.model_copy(update={"int8": card.int8.model_copy(update={"decoder": short})})
+    engine = load_engine(WEIGHTS, card, "cpu", 1, "int8")
+    assert engine.counterfactual_decoder is None and engine.describe()["counterfactuals"] == "decoder.onnx"

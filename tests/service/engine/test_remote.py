@@ -31,7 +31,9 @@ def _digit_png() -> bytes:
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[Server, Server]]:
-    engine = Server({"CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_WARMUP_RUNS": "1"}).wait_ready()
+    # fp32: a front redraws the counterfactuals with the engine's decoder.onnx, as this instance does beside the fp32 network
+    # (beside the INT8 one it redraws in INT8: tests/service/engine/test_local.py)
+    engine = Server({"CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_WARMUP_RUNS": "1", "CAPSNET_PRECISION": "fp32"}).wait_ready()
     front = None
     try:
         front = Server(
@@ -81,7 +83,7 @@ def test_model_and_readyz_name_the_engine(servers: tuple[Server, Server]) -> Non
     assert m["engine"]["kind"] == "remote" and m["engine"]["url"] == engine.url
     assert m["engine"]["server"]["name"] == "capsnet-serve"
     assert m["provider"] == "remote" and m["input_spec"] == {"name": "image", "type": "tensor(float)", "shape": [None, 1, 28, 28]}
-    assert httpx.get(engine.url + "/model", timeout=10).json()["engine"] == {"kind": "local"}
+    assert httpx.get(engine.url + "/model", timeout=10).json()["engine"] == {"kind": "local", "counterfactuals": "decoder.onnx"}
     r = httpx.get(front.url + "/readyz", timeout=10)
     assert r.status_code == 200 and r.json()["provider"] == "remote" and r.json()["engine"] == engine.url
     assert httpx.get(front.url + "/v2/health/ready", timeout=10).status_code == 200
