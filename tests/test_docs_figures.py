@@ -177,6 +177,7 @@ def test_the_model_docs_quote_the_cards_training_test_and_int8_figures():
     assert f"{parity['is_digit_changed']} `is_digit` verdicts changed" in prose
     assert f"`recon_errors` within {worst:.3f} (median over digits of the largest difference {median:.3f})" in prose
     assert f"every pixel within {parity['pixel_max_abs']:.3f}" in prose
+    assert f"INT8 decoder, within {worst:.2f} of `decoder.onnx`'s errors" in _prose("docs/preprocessing.md")
     held = redraws["held_out_sets"].values()
     assert f"{sum(s['is_digit_changed'] for s in held)} verdicts of {sum(s['inputs'] for s in held):,};" in prose
     speed = f"nine redraws {redraws['speedup_nine_redraws']:.1f}x faster ({calls['int8']:,.0f} against {calls['fp32']:,.0f} calls"
