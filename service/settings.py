@@ -53,7 +53,8 @@ class Settings(BaseSettings):
     precision: Literal["auto", "fp32", "int8"] = Field(
         "auto",
         description="capsnet model: fp32, int8, or auto (on the CPU, int8 when the model card says it met both bars: no more than "
-        "0.05 points of accuracy lost, faster, no non-finite output; on CUDA, fp32)",
+        "0.05 points of accuracy lost, faster, no non-finite output; on CUDA, fp32). Beside int8 on the CPU the counterfactual "
+        "redraws run in int8 too, where the card says that decoder met its bars",
     )
     providers: str = Field("cuda,cpu", description="execution providers in order of preference: cuda, cpu")
     engine_url: str | None = Field(
