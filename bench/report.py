@@ -142,6 +142,7 @@ def render(results_dir: Path) -> str:
     parts += _pair_paths(load("pair_paths"))
     parts += _front(load("front"))
     parts += _processes(load("processes"))
+    parts += _processes(load("processes-16-cores"))
     parts += _training_routes(load("training_routes"))
     notes = results_dir / "NOTES.md"
     if notes.exists():
@@ -828,8 +829,9 @@ def _processes(data: dict | None) -> list[str]:
     keys = ("clients", "requests_per_s", "p50_ms", "p99_ms", "cpu_ms_per_request", "in_process_images_per_s", "ratio", "errors")
     rows = [[n, *(r[k] for k in keys)] for n, runs in data["processes"].items() for r in runs]
     return [
-        "## One process against several behind the port (bench/processes.py)",
+        f"## One process against several behind the port, {data['cores']} cores (bench/processes.py)",
         "",
+        *([data["note"], ""] if data.get("note") else []),
         f"`CAPSNET_PROCESSES` worker processes on {data['cores']} cores, `/predict` with 28x28 PNG uploads, {data['duration_s']:g} s "
         f"at each client count, the servers taken in turn for {data.get('rounds', 1)} rounds (the median of them below); each "
         f"run bracketed by the INT8 file in process at batch {data['in_process_batch']} (its best), and divided by their mean. "

@@ -1,11 +1,13 @@
 """Serving a port: one process, or several behind it so that every core of a host takes requests.
 
 One process answers HTTP on one event loop, and on a GPU host that loop's CPU, not the model, sets the rate
-(docs/performance.md). With CAPSNET_PROCESSES=N, `python -m service` binds the port itself and starts N worker processes
-that accept from its one listening socket: the kernel hands a connection to whichever worker accepts first, so a busy
-worker takes fewer, and a worker that is not warm yet takes none (a worker loads its models before it accepts). Each
-worker has its own copy of the models and its own batcher, and serves gRPC on the gRPC port too (SO_REUSEPORT: the
-kernel spreads the connections). What makes N processes one service:
+(docs/performance.md). With CAPSNET_PROCESSES=N, `python -m service` holds the port and starts N worker processes,
+each listening on it with a socket of its own (SO_REUSEPORT) once its models are warm: the kernel spreads new
+connections over the workers listening, by a hash of each connection's addresses, and a worker not warm yet takes
+none. One socket shared by all would hand a burst of connections to whichever worker woke first (it accepts every
+one waiting): 16 keep-alive clients connecting at once landed 14, 15 and 16 on one of two workers. Each worker has its
+own copy of the models and its own batcher, and serves gRPC on the gRPC port too, the same way. What makes N processes
+one service:
 
 - /metrics: prometheus_client's multiprocess mode. Every worker keeps its counters and histograms in files in one
   directory, and whichever worker is scraped reads them all (service/metrics.py); one scrape target, as before.
@@ -14,7 +16,8 @@ kernel spreads the connections). What makes N processes one service:
 - SIGHUP: passed to every worker, each reloads the weights without downtime (service/loading.py). A load or an unload
   through the model repository extension is done by the worker that took it, which then asks the supervisor (SIGUSR1,
   SIGUSR2) to have the others do the same.
-- A worker that dies is replaced. Its connections are lost with it (a client sees them closed); the others accept every
+- A worker that dies is replaced. Its connections are lost with it (a client sees them closed), those waiting in its
+  socket's queue too (Linux's net.ipv4.tcp_migrate_req=1 hands those to the others instead); the others take every
   new one until its replacement is warm, and /readyz answers 503 meanwhile. A worker that fails to start (weights that
   do not load) stops the service, as one process would: a start-up failure repeats on every try.
 """
@@ -97,13 +100,23 @@ def _drain_when_orphaned(supervisor: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _worker(sock: socket.socket, group: ProcessGroup) -> None:
+def port_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to the port beside the group's others (SO_REUSEPORT), not listening: uvicorn listens on it once
+    the lifespan (the models' load and warm-up) is done, and only then does the kernel hand it connections."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def _worker(address: tuple[str, int], group: ProcessGroup) -> None:
     """A worker process's entry (spawned: a fresh interpreter, whose environment names the metrics directory)."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)  # the supervisor's mask outlives the exec
     _drain_when_orphaned(group.supervisor)
     s = get_settings()
     configure_logging(s)
-    sys.exit(serve(s, group, [sock]))
+    sys.exit(serve(s, group, [port_socket(*address)]))
 
 
 class Supervisor:
@@ -118,7 +131,10 @@ class Supervisor:
 
     def run(self) -> int:
         s = self.settings
-        sock = _config("service.app:create_app", s).bind_socket()
+        # the port held, never listening (so handed no connection): it resolves port 0 for the workers, and no other
+        # program takes the port while they come and go
+        sock = port_socket(s.host, s.port)
+        address = (s.host, sock.getsockname()[1])
         given = os.environ.get(METRICS_DIR_ENV)
         metrics_dir = Path(given or tempfile.mkdtemp(prefix="capsnet-metrics-"))
         metrics_dir.mkdir(parents=True, exist_ok=True)
@@ -131,14 +147,14 @@ class Supervisor:
         # first, as starting it unblocks SIGTERM
         resource_tracker.ensure_running()
         signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
-        log.info("%d worker processes on %s:%d (metrics in %s)", s.processes, s.host, s.port, metrics_dir)
+        log.info("%d worker processes on %s:%d (metrics in %s)", s.processes, *address, metrics_dir)
         try:
-            self.workers = [self._start(sock, group) for _ in range(s.processes)]
+            self.workers = [self._start(address, group) for _ in range(s.processes)]
             while self.workers:
                 info = signal.sigtimedwait(HANDLED, 0.5)
                 if info is not None:
                     self._on_signal(info.si_signo, info.si_pid)
-                self._reap(sock, group)
+                self._reap(address, group)
                 self._hurry()
         finally:
             sock.close()
@@ -148,8 +164,8 @@ class Supervisor:
         log.info("stopped")
         return self.code
 
-    def _start(self, sock: socket.socket, group: ProcessGroup) -> multiprocessing.process.BaseProcess:
-        worker = self.spawn.Process(target=_worker, args=(sock, group), name="capsnet-worker")
+    def _start(self, address: tuple[str, int], group: ProcessGroup) -> multiprocessing.process.BaseProcess:
+        worker = self.spawn.Process(target=_worker, args=(address, group), name="capsnet-worker")
         worker.start()
         log.info("worker %d started", worker.pid)
         return worker
@@ -180,7 +196,7 @@ class Supervisor:
                 if worker.exitcode is None:
                     worker.kill()
 
-    def _reap(self, sock: socket.socket, group: ProcessGroup) -> None:
+    def _reap(self, address: tuple[str, int], group: ProcessGroup) -> None:
         for worker in list(self.workers):
             if worker.exitcode is None:
                 continue
@@ -195,7 +211,7 @@ class Supervisor:
                 self._stop(STARTUP_FAILURE)
             else:
                 log.error("worker %d died (exit code %s): replacing it", worker.pid, worker.exitcode)
-                self.workers[self.workers.index(worker)] = self._start(sock, group)
+                self.workers[self.workers.index(worker)] = self._start(address, group)
 
 
 def main() -> None:

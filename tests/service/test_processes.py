@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from harness.payloads import digit_pngs
+from bench.loadgen import load
+from harness.payloads import digit_pngs, predict_requests
 from harness.server import REPO, Server, children, free_port, process_cpu_seconds, workers
 from tests.needs import missing
 from tests.service.test_loading import new_version, weights_dir
@@ -29,7 +30,7 @@ PNGS = digit_pngs(12)
 
 
 def predict(url: str, png: bytes) -> httpx.Response:
-    """On a connection of its own, which the kernel hands to whichever worker accepts it."""
+    """On a connection of its own, which the kernel hands to one of the workers by its addresses."""
     return httpx.post(url + "/predict", files={"file": ("d.png", png, "image/png")}, timeout=60)
 
 
@@ -73,6 +74,49 @@ def test_two_processes_answer_as_one_does_and_both_serve(group):
         assert answer["prediction"] == reference["prediction"]
         np.testing.assert_allclose(answer["lengths"], reference["lengths"], atol=2e-3)
     assert all(process_cpu_seconds(pid) - cpu[pid] > 0.05 for pid in pids), "each worker served some of them"
+
+
+def connections_held(pid: int, port: int) -> int:
+    """Established TCP connections on `port` whose socket the process holds (read from /proc, as `ss -p` reads them)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:[") : -1])
+    held = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            established = fields[3] == "01"
+            if established and int(fields[1].rsplit(":", 1)[1], 16) == port and fields[9] in inodes:
+                held += 1
+    return held
+
+
+def test_keep_alive_clients_connecting_at_once_are_spread_over_the_workers(group):
+    """32 clients that open their connections at once and keep them (a load generator, a load balancer's pool): every
+    worker holds a share of them while they send uploads, so that every worker serves them, not only whichever woke
+    first. Three times over, each with fresh connections: a burst can fall evenly by chance."""
+    server, _, _ = group
+    port = int(server.url.rsplit(":", 1)[1])
+    pids = workers(server.proc.pid)
+    for _ in range(3):
+        held: dict[int, int] = {}
+
+        def count_mid_load(held: dict[int, int] = held) -> None:
+            time.sleep(1.0)
+            held.update({pid: connections_held(pid, port) for pid in pids})
+
+        counter = threading.Thread(target=count_mid_load)
+        counter.start()
+        result = load(server.url, predict_requests("127.0.0.1", port), 32, 2.0, 2000)
+        counter.join()
+        assert result.summary()["errors"] == 0
+        assert sum(held.values()) == 32, held
+        assert min(held.values()) >= 4, f"connections by worker: {held}"
 
 
 def test_metrics_add_up_over_the_workers_whichever_is_scraped(group):
