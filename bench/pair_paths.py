@@ -27,15 +27,19 @@ import onnxruntime as ort
 from PIL import Image
 
 from harness.pen_paths import pair_items
-from model import MNIST_DIR, MULTIMNIST_FILE, honesty_sets
+from model import MNIST_DIR, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE, honesty_sets
 from model.idx import load_mnist
 from model.pair_rule import (
+    CANDIDATES,
     DIGITS_SIGNAL_NAMES,
     PATHS,
+    PairChoice,
     PairRule,
+    choice_signals,
     choose_thresholds,
     digits_signals,
     fit,
+    fit_choice,
     fit_hidden,
     floors,
     mistakes,
@@ -150,18 +154,46 @@ def run(session: ort.InferenceSession, images: np.ndarray, batch: int = 100) -> 
     return {name: np.concatenate([o[k] for o in outs]) for k, name in enumerate(names)}
 
 
+def with_third(decoder: ort.InferenceSession, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`out` with the third-longest capsule's redrawing beside the network's two, "redrawings" [N,3,1,S,S]: what the
+    pair choice weighs, as the service draws it (service/engine/two_digit.py)."""
+    lengths, poses = out["lengths"], out["poses"]
+    third = np.argsort(-lengths, axis=1, kind="stable")[:, 2]
+    drawn = decoder.run(None, {"digit": third.astype(np.int64), "pose": poses[np.arange(len(poses)), third]})[0]
+    return out | {"redrawings": np.concatenate([out["reconstructions"], drawn.reshape(len(lengths), 1, 1, *drawn.shape[-2:])], 1)}
+
+
+def chosen(choice: PairChoice | None, out: dict[str, np.ndarray], images: np.ndarray) -> np.ndarray:
+    """[N,2] the capsules a pair is read as: the choice's among the three longest, or the two longest without one."""
+    order = np.argsort(-out["lengths"], axis=1, kind="stable")
+    if choice is None:
+        return order[:, :2]
+    return np.take_along_axis(order, choice.ranks(choice_signals(out["lengths"], out["redrawings"], images)), 1)
+
+
+def _right(items: list[dict], out: dict[str, np.ndarray]) -> np.ndarray:
+    """[N,3] bool: which of CANDIDATES names both digits of each item."""
+    order = np.argsort(-out["lengths"], axis=1, kind="stable")
+    return np.array([[{int(order[i, a]), int(order[i, b])} == set(it["labels"]) for a, b in CANDIDATES] for i, it in enumerate(items)])
+
+
 def _called_two(card_rule: dict, s: np.ndarray, path: str) -> np.ndarray:
     if card_rule.get("rule"):
         return PairRule.from_card(card_rule["rule"]).two(s, path)
     return s[:, 1] >= card_rule["second_min_length"]  # an older card: the second capsule's length alone
 
 
-def figures(items: list[dict], out: dict[str, np.ndarray], two: np.ndarray, present: np.ndarray | None = None) -> dict:
+def figures(
+    items: list[dict], out: dict[str, np.ndarray], two: np.ndarray, present: np.ndarray | None = None, read: np.ndarray | None = None
+) -> dict:
     """What a person meets on one path: lone digits called two, pairs called one, pairs with both digits named, and
-    (`present`: where the digits rule reads digits at all; None: everywhere) inputs answered with no digit."""
+    (`present`: where the digits rule reads digits at all; None: everywhere) inputs answered with no digit. `read` [N,2]:
+    the capsules a pair is read as (`chosen`; None: the two longest)."""
     top2 = np.argsort(-out["lengths"], axis=1)[:, :2]
+    read = top2 if read is None else read
     pair = np.array([len(it["labels"]) == 2 for it in items])
-    named = np.array([set(t.tolist()) == set(it["labels"]) for t, it in zip(top2, items)])
+    longest_two = np.array([set(t.tolist()) == set(it["labels"]) for t, it in zip(top2, items)])
+    named = np.array([set(t.tolist()) == set(it["labels"]) for t, it in zip(read, items)])
     first = np.array([t[0] in it["labels"] for t, it in zip(top2, items)])
     present = np.ones(len(items), bool) if present is None else present
     two, one = two & present, ~two & present
@@ -172,7 +204,8 @@ def figures(items: list[dict], out: dict[str, np.ndarray], two: np.ndarray, pres
         "lone_read_right": round(float((first & one)[~pair].mean()), 4),
         "pairs_called_one": round(float(one[pair].mean()), 4),
         "pairs_both_named": round(float((named & two)[pair].mean()), 4),
-        "pairs_two_longest_right": round(float(named[pair].mean()), 4),  # the paper's measure, whatever the rule says
+        "pairs_two_longest_right": round(float(longest_two[pair].mean()), 4),  # the paper's measure, whatever the rule says
+        "pairs_read_right": round(float(named[pair].mean()), 4),  # the pair as the service reads it, whatever the rule says
         "lone_called_none": round(float((~present)[~pair].mean()), 4),
         "pairs_called_none": round(float((~present)[pair].mean()), 4),
     }
@@ -194,6 +227,8 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
     entry = card["multimnist"]
     box = entry["input"]["pair_box"]
     session = ort.InferenceSession(str(weights / MULTIMNIST_FILE), providers=["CPUExecutionProvider"])
+    decoder = ort.InferenceSession(str(weights / MULTIMNIST_DECODER_FILE), providers=["CPUExecutionProvider"])
+    card_choice = PairChoice.from_card(entry["pair_choice"]["rule"]) if "pair_choice" in entry else None
     split = {}
     real_digits: dict[str, dict[str, np.ndarray]] = {}
     none_digits: dict[str, dict[str, np.ndarray]] = {}
@@ -202,21 +237,24 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
         x, y = load_mnist(data, part)  # the test digits stay in x for the traced pairs below
         items = pair_items(x, y, n, SEEDS[name])
         by_path = inputs(x, items, box)
-        runs = {p: run(session, by_path[p]) for p in PATHS}
+        runs = {p: with_third(decoder, run(session, by_path[p])) for p in PATHS}
         sig = {p: signals(runs[p]["lengths"], runs[p]["reconstructions"], by_path[p]) for p in PATHS}
         truth = np.array([len(it["labels"]) == 2 for it in items])
-        split[name] = (items, runs, sig, truth)
+        split[name] = (items, runs, sig, truth, by_path)
         real_digits[name] = {p: with_digits(sig[p], runs[p]["lengths"], runs[p]["poses"]) for p in PATHS}
         if calibrate or (name == "held_out" and "digits" in entry):
             nd = non_digits(name, n // 2, box, card["is_digit"]["rule"]["blank_ink_below"])
             none_digits[name] = {k: digits_signals(**run(session, x), images=x) for k, x in nd.items()}
         log.info("%s: %d lone digits and %d pairs through %s", name, n, n, ", ".join(PATHS))
     result: dict = {"model": entry["version"], "per_path": n, "uploads": [f"{f} {s}px" for f, s in UPLOADS]}
-    items, runs, sig, truth = split["held_out"]
+    items, runs, sig, truth, by_path = split["held_out"]
     try:
         card_digits = PairRule.from_card(entry["digits"]["rule"], DIGITS_SIGNAL_NAMES) if "digits" in entry else None
         present = _present(card_digits, real_digits["held_out"])
-        result["card_rule"] = {p: figures(items, runs[p], _called_two(entry["second_digit"], sig[p], p), present[p]) for p in PATHS}
+        result["card_rule"] = {
+            p: figures(items, runs[p], _called_two(entry["second_digit"], sig[p], p), present[p], chosen(card_choice, runs[p], by_path[p]))
+            for p in PATHS
+        }
     except ValueError as e:  # a rule fitted on other signals: calibrating replaces it, anything else must not measure it
         if not calibrate:
             raise
@@ -225,13 +263,17 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
     traced_run = run(session, traced)
     traced_sig = signals(traced_run["lengths"], traced_run["reconstructions"], traced)
     if calibrate:
-        _, _, cal_sig, cal_truth = split["calibration"]
+        cal_items, cal_runs, cal_sig, cal_truth, cal_by_path = split["calibration"]
+        choice = fit_choice(
+            np.concatenate([choice_signals(cal_runs[p]["lengths"], cal_runs[p]["redrawings"], cal_by_path[p])[cal_truth] for p in PATHS]),
+            np.concatenate([_right(cal_items, cal_runs[p])[cal_truth] for p in PATHS]),
+        )
         rule = fit(np.concatenate([cal_sig[p] for p in PATHS]), np.concatenate([cal_truth] * len(PATHS)))
         rule = choose_thresholds(as_kept(rule), {p: (cal_sig[p], cal_truth) for p in PATHS})
         rule = as_kept(rule)
         digits = digits_rule(real_digits["calibration"], none_digits["calibration"])
         present = _present(digits, real_digits["held_out"])
-        held = {p: figures(items, runs[p], rule.two(sig[p], p), present[p]) for p in PATHS}
+        held = {p: figures(items, runs[p], rule.two(sig[p], p), present[p], chosen(choice, runs[p], by_path[p])) for p in PATHS}
         result["fitted_rule"] = held
         result["calibration_mistakes"] = {p: mistakes(rule, cal_sig[p], cal_truth, rule.at(p)) for p in PATHS}
         entry["second_digit"] = {
@@ -251,6 +293,15 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
             "calibration split's",
         }
         result["fitted_digits"] = digits_held
+        test_pairs = _test_pairs(data, session, decoder, choice)
+        entry["pair_choice"] = {
+            "rule": choice.as_card(),
+            "held_out": {p: {k: held[p][k] for k in ("pairs", "pairs_two_longest_right", "pairs_read_right")} for p in PATHS},
+            "test_pairs": test_pairs,
+            "measured_on": f"{n} pairs of MNIST test digits through each path, and the 10,000 fixed test pairs sent as pixels; "
+            f"fitted on {n} pairs of training digits through each path",
+        }
+        result["fitted_choice"] = entry["pair_choice"]
         card_path.write_text(json.dumps(card, indent=1) + "\n")
         log.info("wrote the fitted one-or-two rule into %s", card_path)
     if "digits" in entry and "held_out" in none_digits:  # the card's digits-at-all rule, as it holds now
@@ -259,6 +310,27 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
     # read with the pixels path's threshold (they arrive as pixels do), of the rule the card holds now
     result["traced_pixels"] = figures(items, traced_run, _called_two(entry["second_digit"], traced_sig, "pixels"))
     return result
+
+
+def _test_pairs(data: Path, session: ort.InferenceSession, decoder: ort.InferenceSession, choice: PairChoice) -> dict:
+    """The 10,000 fixed test pairs (the paper's measure), read by the two longest capsules and by `choice`."""
+    # torch, which `make bench` has and the service does not: the pairs made as model/export_multimnist.py scores them
+    from model.data import load_tensors
+    from model.multimnist import TEST_SEED, fixed_test_pairs
+
+    _, _, x, y = load_tensors(data, limit=1)
+    pairs = fixed_test_pairs(x, y)
+    images, labels = pairs.image.numpy(), pairs.labels.numpy()
+    out = with_third(decoder, run(session, images, batch=250))
+    items = [{"labels": [int(a), int(b)]} for a, b in labels]
+    right = _right(items, out)
+    read = chosen(choice, out, images)
+    return {
+        "pairs": len(items),
+        "pair_seed": TEST_SEED,
+        "two_longest_right": round(float(right[:, 0].mean()), 4),
+        "read_right": round(float(np.mean([set(r.tolist()) == set(it["labels"]) for r, it in zip(read, items)])), 4),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

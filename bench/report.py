@@ -307,6 +307,7 @@ def _pair_paths(data: dict | None) -> list[str]:
             round(100 * f["pairs_called_one"], 1),
             round(100 * f["pairs_both_named"], 1),
             round(100 * f["pairs_two_longest_right"], 1),
+            round(100 * f.get("pairs_read_right", f["pairs_two_longest_right"]), 1),
         ]
         for path, f in [*data["card_rule"].items(), *([(TRACED, data["traced_pixels"])] if "traced_pixels" in data else [])]
     ]
@@ -318,12 +319,21 @@ def _pair_paths(data: dict | None) -> list[str]:
         "MultiMNIST makes them) through each path: JSON pixels; uploads (dark ink on white, "
         + ", ".join(data["uploads"])
         + "); the page's canvas (pen strokes traced from each digit, drawn with its round pen). Read by the committed "
-        "network and the card's one-or-two rule (bench/pair_paths.py). The last row: the same items made of each digit's "
+        'network, the card\'s one-or-two rule and its pair choice (bench/pair_paths.py; "read right": the pair as the '
+        "service reads it, whatever the rule says of one or two). The last row: the same items made of each digit's "
         "traced strokes, composited as the test pairs are and sent as pixels, so what tracing costs without the page or "
         "the service.",
         "",
         _table(
-            ["path", "lone called two %", "lone read right %", "pairs called one %", "pairs, both named %", "pairs, two longest right %"],
+            [
+                "path",
+                "lone called two %",
+                "lone read right %",
+                "pairs called one %",
+                "pairs, both named %",
+                "pairs, two longest right %",
+                "pairs, read right %",
+            ],
             rows,
         ),
         *_digits_at_all(data.get("card_digits")),

@@ -9,6 +9,7 @@ import numpy as np
 import orjson
 from fastapi.responses import JSONResponse
 
+from model.pair_rule import choice_signals
 from service.engine.card import DigitRule
 from service.engine.routing_inspector import RoutingInspector
 from service.engine.two_digit import PairEngine
@@ -70,22 +71,30 @@ def pair_answer(
     path: str | None = None,
 ) -> dict[str, Any]:
     """One input's answer: the digits found (two, one, or none: never a second digit the capsules do not back, nor a
-    digit in what the card's digits rule reads as none), the two longest capsules' redrawings, and what the network
-    saw. `image` [1,S,S]; blank as the MNIST card's rule says; `path` how it came (model.pair_rule.PATHS), whose
-    thresholds tell one digit from two and digits from none."""
+    digit in what the card's digits rule reads as none), the redrawings of the two capsules read as the pair (with two
+    digits, the card's pair choice among the three longest; else the two longest), and what the network saw. `image`
+    [1,S,S]; blank as the MNIST card's rule says; `path` how it came (model.pair_rule.PATHS), whose thresholds tell one
+    digit from two and digits from none."""
     lengths = out["lengths"][0]
-    ranked = [int(k) for k in np.argsort(-lengths, kind="stable")[:2]]
+    order = [int(k) for k in np.argsort(-lengths, kind="stable")[:3]]
     card = engine.card
     blank = float(image.sum()) < blank_rule.blank_ink_below
     two, present = card.read(out["lengths"][:1], out["poses"][:1], out["reconstructions"][:1], image[None], path)
     second, not_digits = bool(two[0]), not blank and not bool(present[0])
+    drawn = out["reconstructions"][:1]  # [1,2,1,S,S]: the two longest capsules' redrawings
+    ranks = [0, 1]
+    if second and card.pair_choice is not None and "third" in out:
+        # two digits: which two, of the pairs the three longest capsules make (model/pair_rule.py's PairChoice)
+        drawn = np.concatenate([drawn, out["third"][:1]], 1)
+        ranks = [int(r) for r in card.pair_choice.choice.ranks(choice_signals(out["lengths"][:1], drawn, image[None]))[0]]
+    ranked = [order[r] for r in ranks]
     found = [] if blank or not_digits else ranked[: 2 if second else 1]
     return {
         "predictions": found,
         "ranked": ranked,
         "lengths": rounded(lengths),
         "poses": rounded(out["poses"][0]),
-        "reconstructions": [picture(out["reconstructions"][0, k, 0], with_pixels) for k in range(2)],
+        "reconstructions": [picture(drawn[0, r, 0], with_pixels) for r in ranks],
         "input": picture(image[0], with_pixels),
         "blank": blank,
         "not_digits": not_digits,

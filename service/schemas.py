@@ -167,12 +167,18 @@ class PairPrediction(BaseModel):
         examples=[[7, 3]],
         max_length=2,
     )
-    ranked: list[int] = Field(description="the two longest capsules, longest first, whatever their length", min_length=2, max_length=2)
+    ranked: list[int] = Field(
+        description="the two capsules read as the pair, the longer first: with two digits found, the pair of the three "
+        "longest that the card's `multimnist.pair_choice` picks (the two longest without one, as the paper reads them); "
+        "otherwise the two longest, whatever their length",
+        min_length=2,
+        max_length=2,
+    )
     lengths: list[float] = Field(description="length of each of the 10 digit capsules, in (0,1)")
     poses: list[list[float]] = Field(description="10 digit capsules x 16-D pose vectors v_j")
     reconstructions: list[Picture] = Field(
-        description="[2] 36x36: the decoder on each of the two longest capsules alone, longest first (overlay them in two "
-        "colours for the paper's Figure 5)",
+        description="[2] 36x36: the decoder on each capsule of `ranked` alone, in its order (overlay them in two colours "
+        "for the paper's Figure 5)",
         min_length=2,
         max_length=2,
     )

@@ -1,7 +1,8 @@
 /* Two digits at once (section 7): the MultiMNIST network of the paper's section 6, live.
  *
  * Draw a digit, then another over it: each stroke keeps the colour of the digit it belongs to (on screen only: the
- * network gets one grey picture, as it would a photo). /predict?model=multimnist answers with the two longest capsules
+ * network gets one grey picture, as it would a photo). /predict?model=multimnist answers with the two capsules it reads as
+ * the pair (the two longest, or with two digits found the two of the three longest that the card's pair choice picks)
  * and the decoder's redrawing from each, shown overlaid in red and green as in the paper's Figure 5 and each alone.
  * The sliders shift either capsule's pose and the two-digit network's decoder redraws it, in this browser once its
  * weights are in (static/capsule_decoder.js), through /reconstruct?model=multimnist until then or where the browser
@@ -324,7 +325,7 @@ export function createPairs(opts) {
   }
 
   // Each named redrawing takes the colour of the ink it overlaps most: the pairing of redrawings to inks with the most
-  // overlap. Without two inks (one colour drawn, a test pair) red is the longest capsule, green the second.
+  // overlap. Without two inks (one colour drawn, a test pair) red is the pair's first (longer) capsule, green the second.
   function matchInks(inks) {
     var both = inks && inks.frame && [0, 1].every(function (c) { return inks.strokes.some(function (s) { return s.ink === c; }); });
     if (!both || !state.recon[0] || !state.recon[1]) {
@@ -378,7 +379,7 @@ export function createPairs(opts) {
       var sw = document.createElement("span");
       sw.className = "swatch " + (c ? "swatch-second" : "swatch-first");
       els.legend.appendChild(sw);
-      els.legend.appendChild(document.createTextNode(byInk ? (c ? "green ink " : "red ink ") : (k ? "second capsule " : "longest ")));
+      els.legend.appendChild(document.createTextNode(byInk ? (c ? "green ink " : "red ink ") : (k ? "second capsule " : "first capsule ")));
     });
     bars.forEach(function (b, k) {
       var rank = data ? data.ranked.indexOf(k) : -1, named = rank >= 0 && state.named[rank];

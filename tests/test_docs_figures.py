@@ -18,6 +18,7 @@ CARD = json.loads((WEIGHTS / "model-card.json").read_text())
 PAIRS = CARD["multimnist"]
 DIGITS = PAIRS["digits"]["held_out"]
 HELD = PAIRS["second_digit"]["held_out"]
+CHOICE = PAIRS["pair_choice"]
 PAGE = json.loads((REPO / "bench" / "results" / "page.json").read_text())
 REAL = json.loads((REPO / "bench" / "results" / "realinput.json").read_text())
 HEAVY = REAL["health_under_heavy_uploads"]
@@ -45,6 +46,17 @@ QUOTES = [
     ("docs/model.md", f"**{_pct(CARD['test']['accuracy'], 2)} on the 10k MNIST test set**"),
     ("docs/multimnist.md", f"**{_pct(PAIRS['test']['both_right'])} of the 10,000 test pairs**"),
     ("docs/multimnist.md", f"at least one of the two in {_pct(PAIRS['test']['at_least_one_right'])}"),
+    ("docs/multimnist.md", f"both digits of {_pct(CHOICE['test_pairs']['read_right'])} of the same test pairs"),
+    (
+        "docs/multimnist.md",
+        "on the held-out pairs it names both digits of\n{:.1f}, {:.1f} and {:.1f}% (pixels, upload, canvas) against {:.1f}, {:.1f} and "
+        "{:.1f}% for the two longest, and of the 10,000 test\npairs {:.1f}% against {:.1f}%".format(
+            *(100 * CHOICE["held_out"][p]["pairs_read_right"] for p in ("pixels", "upload", "canvas")),
+            *(100 * CHOICE["held_out"][p]["pairs_two_longest_right"] for p in ("pixels", "upload", "canvas")),
+            100 * CHOICE["test_pairs"]["read_right"],
+            100 * CHOICE["test_pairs"]["two_longest_right"],
+        ),
+    ),
     ("docs/multimnist.md", f"{_pct(PAIRS['test']['reconstruction_nearer_own_digit'])} of the redrawings are nearer their own digit"),
     ("docs/multimnist.md", f"It has seen {PAIRS['training']['pairs_seen']:,} training images"),
     (

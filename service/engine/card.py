@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from model import FP32_FILE
 from model.digit_rule import SIGNAL_NAMES, Scorer, judge
-from model.pair_rule import DIGITS_SIGNAL_NAMES, PairRule, with_digits
+from model.pair_rule import DIGITS_SIGNAL_NAMES, PairChoice, PairRule, with_digits
 from model.pair_rule import signals as pair_signals
 
 
@@ -169,6 +169,23 @@ class DigitsAtAll(_Section):
         return rule.score(with_digits(s, lengths, poses)) >= rule.at(path)
 
 
+class ChoiceOfPair(_Section):
+    """Which two capsules a pair of digits is, of the three longest: model/pair_rule.py's PairChoice, fitted by
+    bench/pair_paths.py on training pairs of every path (its held-out figures beside it). A card without it names the
+    two longest, as the paper does."""
+
+    rule: dict[str, Any]
+
+    @model_validator(mode="after")
+    def _readable(self) -> ChoiceOfPair:
+        PairChoice.from_card(self.rule)  # fitted on the signals computed here
+        return self
+
+    @cached_property
+    def choice(self) -> PairChoice:
+        return PairChoice.from_card(self.rule)
+
+
 class PairScore(_Section):
     """How the exported network did on the fixed test pairs (onnxruntime): what the page tells a person to expect."""
 
@@ -197,6 +214,7 @@ class PairCard(_NetworkCard):
     input: PairInput
     second_digit: SecondDigit
     digits: DigitsAtAll | None = None  # a card without it: every input with ink holds digits
+    pair_choice: ChoiceOfPair | None = None  # a card without it: a pair is the two longest capsules
     test: PairScore | None = None
 
     def read(

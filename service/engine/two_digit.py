@@ -51,11 +51,28 @@ class PairEngine:
     def reconstruct(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:
         return self.decoder.run(None, {"digit": digits, "pose": poses})[0]
 
+    def run_with_third(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        """`run`, and where the card has a pair choice the third-longest capsule's redrawing, "third" [N,1,1,S,S]: the
+        choice weighs the pairs that the three longest make (model/pair_rule.py)."""
+        out = self.run(images)
+        if self.card.pair_choice is not None:
+            lengths, poses = out["lengths"], out["poses"]
+            third = np.argsort(-lengths, axis=1, kind="stable")[:, 2]
+            drawn = self.reconstruct(third.astype(np.int64), poses[np.arange(len(poses)), third])
+            out["third"] = drawn.reshape(len(images), 1, *out["reconstructions"].shape[2:])
+        return out
+
     async def predict(self, images: np.ndarray) -> Inference:
         """The network in a thread, one call at a time (the limiter); not batched, so the wait for the limiter counts as
         the call's own time."""
         start = time.perf_counter()
         out = await in_thread(self.run, images, limiter=self.limiter)
+        return Inference(out, 0.0, time.perf_counter() - start)
+
+    async def read(self, images: np.ndarray) -> Inference:
+        """As `predict`, with what /predict's answer reads beside the network's outputs (`run_with_third`)."""
+        start = time.perf_counter()
+        out = await in_thread(self.run_with_third, images, limiter=self.limiter)
         return Inference(out, 0.0, time.perf_counter() - start)
 
     async def decode(self, digits: np.ndarray, poses: np.ndarray) -> np.ndarray:

@@ -157,7 +157,7 @@ async def _predict_pair(body: Body, state: AppState, pairs: PairEngine, with_pix
         return FastJSON(pair_answer(pairs, inference.out, images[0], state.card.digit_rule, with_pixels, path))
 
     endpoint = f"/predict?model={PAIRS}"
-    timed = await run_phases(state.metrics, endpoint, preprocess(), pairs.predict, answer, body.parse_s, payloads=state.payload_log)
+    timed = await run_phases(state.metrics, endpoint, preprocess(), pairs.read, answer, body.parse_s, payloads=state.payload_log)
     return timed.result
 
 

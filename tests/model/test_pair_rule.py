@@ -1,4 +1,5 @@
-"""model/pair_rule.py: one digit or two, from the two-digit network's capsules and redrawings, a threshold per path."""
+"""model/pair_rule.py: one digit or two, from the two-digit network's capsules and redrawings, a threshold per path; and
+which two capsules a pair is."""
 
 from __future__ import annotations
 
@@ -6,13 +7,18 @@ import numpy as np
 import pytest
 
 from model.pair_rule import (
+    CANDIDATES,
+    CHOICE_SIGNAL_NAMES,
     DIGITS_SIGNAL_NAMES,
     PATHS,
     SIGNAL_NAMES,
+    PairChoice,
     PairRule,
+    choice_signals,
     choose_thresholds,
     digits_signals,
     fit,
+    fit_choice,
     fit_hidden,
     floors,
     mistakes,
@@ -133,3 +139,47 @@ def test_a_card_rule_of_the_wrong_shape_is_refused_when_read_not_at_the_first_re
     ):
         with pytest.raises(ValueError, match="wrong shape"):
             PairRule.from_card(broken, DIGITS_SIGNAL_NAMES)
+
+
+def test_choice_signals_tell_which_pair_of_redrawings_explains_the_input() -> None:
+    """Strokes at columns 1 and 6 drawn; the longest capsule redraws column 1, the second a stroke that is not there,
+    the third column 6: the pair (0, 2) explains all the ink, (0, 1) misses half and draws where there is none."""
+    side = 8
+    cols = [np.zeros((side, side), np.float32) for _ in range(3)]
+    cols[0][:, 1], cols[1][:, 4], cols[2][:, 6] = 1.0, 1.0, 1.0
+    image = np.minimum(cols[0] + cols[2], 1.0)[None, None]
+    lengths = np.array([[0.9, 0.7, 0.6, 0.1, 0, 0, 0, 0, 0, 0]], np.float32)
+    s = choice_signals(lengths, np.stack(cols)[None, :, None], image)
+    assert s.shape == (1, len(CHOICE_SIGNAL_NAMES))
+    read = dict(zip(CHOICE_SIGNAL_NAMES, s[0]))
+    assert read["02_unexplained"] == pytest.approx(0.0) and read["02_misses"] == pytest.approx(0.0)
+    assert read["01_misses"] == pytest.approx(0.5) and read["01_overdraws"] == pytest.approx(0.5)
+    assert (read["12_first_length"], read["12_second_length"]) == pytest.approx((0.7, 0.6))
+
+
+def test_a_fitted_choice_picks_the_pair_that_explains_the_input() -> None:
+    """Synthetic pairs whose right candidate is the one with the least unexplained ink, lengths alone saying nothing:
+    the fitted read-out picks it, and reads back from the card the same."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    s = rng.normal(size=(n, len(CHOICE_SIGNAL_NAMES))).astype(np.float32)
+    unexplained = [CHOICE_SIGNAL_NAMES.index(f"{a}{b}_unexplained") for a, b in CANDIDATES]
+    truth = s[:, unexplained].argmin(1)
+    right = np.eye(len(CANDIDATES), dtype=bool)[truth]
+    right[:50] = False  # pairs no candidate names: left out of the fit
+    choice = fit_choice(s, right)
+    test = rng.normal(size=(1000, len(CHOICE_SIGNAL_NAMES))).astype(np.float32)
+    assert (choice.pick(test) == test[:, unexplained].argmin(1)).mean() > 0.9
+    again = PairChoice.from_card(choice.as_card())
+    np.testing.assert_array_equal(again.pick(test), choice.pick(test))
+    assert again.ranks(test[:1]).tolist()[0] in [list(c) for c in CANDIDATES]
+
+
+def test_a_choice_fitted_on_other_signals_is_refused() -> None:
+    card = fit_choice(
+        np.random.default_rng(1).normal(size=(300, len(CHOICE_SIGNAL_NAMES))), np.eye(3, dtype=bool)[np.arange(300) % 3]
+    ).as_card()
+    with pytest.raises(ValueError, match="other signals"):
+        PairChoice.from_card({**card, "signals": card["signals"][:-1]})
+    with pytest.raises(ValueError, match="wrong shape"):
+        PairChoice.from_card({**card, "bias": card["bias"][:2]})

@@ -87,13 +87,19 @@ def test_each_reconstruction_is_nearer_its_own_digit(client, mnist_test) -> None
 
 
 def test_uploads_are_answered_with_two_capsules_and_their_redrawings(client, mnist_test) -> None:
-    """Whatever the weights: a picture of a pair, dark on light or light on dark, gives the two longest capsules, each one's
-    36x36 redrawing, what the network saw, and at most those two digits named."""
+    """Whatever the weights: a picture of a pair, dark on light or light on dark, gives two capsules (with two digits
+    named, two of the three longest, the longer first; else the two longest), each one's 36x36 redrawing, what the
+    network saw, and at most those two digits named."""
     pairs = fixed_test_pairs(*mnist_test, 4)
     for i in range(4):
         body = predict_pair(client, upload(pairs.image[i, 0].numpy(), dark_on_light=i % 2 == 0))
         lengths = np.array(body["lengths"])
-        assert body["ranked"] == list(np.argsort(-lengths, kind="stable")[:2]) and body["blank"] is False
+        order = list(np.argsort(-lengths, kind="stable"))
+        if len(body["predictions"]) == 2:
+            assert set(body["ranked"]) <= set(order[:3]) and lengths[body["ranked"][0]] >= lengths[body["ranked"][1]]
+        else:
+            assert body["ranked"] == order[:2]
+        assert body["blank"] is False
         assert body["predictions"] == body["ranked"][: len(body["predictions"])] and len(body["predictions"]) >= 1
         assert [np.array(r["pixels"]).shape for r in body["reconstructions"]] == [(36, 36), (36, 36)]
         seen = np.array(body["input"]["pixels"])
@@ -179,6 +185,38 @@ def test_one_digit_or_two_is_decided_by_the_path_the_input_came_by(pair_weights,
         as_upload = predict_pair(c, upload(pixels))
     assert len(as_pixels["predictions"]) == 2
     assert len(as_drawing["predictions"]) == 1 and len(as_upload["predictions"]) == 1
+
+
+def test_with_two_digits_the_pair_chosen_is_named_and_redrawn(pair_weights, mnist_test, tmp_path) -> None:
+    """The card's pair choice decides which two of the three longest capsules a pair is: here one that always picks the
+    second and third longest (and a rule that always sees two digits), so a test pair is answered with those two named,
+    in that order, each redrawn from its own capsule; the paper's two longest are what a card without a choice names."""
+    from fastapi.testclient import TestClient
+
+    from model.pair_rule import CHOICE_SIGNAL_NAMES, SIGNAL_NAMES, PairChoice, PairRule
+    from service.app import create_app
+    from service.settings import Settings
+
+    weights = tmp_path / "weights"
+    shutil.copytree(pair_weights, weights)
+    card = json.loads((weights / "model-card.json").read_text())
+    n, d = len(SIGNAL_NAMES), len(CHOICE_SIGNAL_NAMES)
+    card["multimnist"]["second_digit"] = {"rule": PairRule(np.zeros(n), np.ones(n), np.zeros(n), 0.0, -1.0).as_card()}
+    card["multimnist"]["pair_choice"] = {"rule": PairChoice(np.zeros(d), np.ones(d), np.zeros((3, d)), np.array([0.0, 0.0, 1.0])).as_card()}
+    (weights / "model-card.json").write_text(json.dumps(card))
+    pair = {"pixels": fixed_test_pairs(*mnist_test, 1).image[0, 0].numpy().round(4).tolist()}
+    with TestClient(create_app(Settings(weights_dir=weights, intra_op_threads=1, warmup_runs=1))) as c:
+        body = c.post("/predict?model=multimnist&include=pixels", json=pair).json()
+        order = list(np.argsort(-np.array(body["lengths"]), kind="stable"))
+        assert body["ranked"] == order[1:3] and body["predictions"] == order[1:3]
+        for k, digit in enumerate(body["ranked"]):
+            alone = c.post("/reconstruct?model=multimnist&include=pixels", json={"digit": digit, "pose": body["poses"][digit]}).json()
+            drawn = np.array(alone["reconstruction"]["pixels"])
+            assert np.abs(drawn - np.array(body["reconstructions"][k]["pixels"])).max() < 1e-3
+        del card["multimnist"]["pair_choice"]
+        (weights / "model-card.json").write_text(json.dumps(card))
+        assert c.post("/v2/repository/models/multimnist/load").status_code == 200
+        assert c.post("/predict?model=multimnist", json=pair).json()["ranked"] == order[:2]
 
 
 def test_bad_requests_say_what_to_change(client) -> None:
