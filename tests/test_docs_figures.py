@@ -43,6 +43,7 @@ QUOTES = [
     ("docs/preprocessing.md", f"at least {tight_crops.CROPS_READ:.0%} of each 200 read right and none blank"),
     ("README.md", f"{_pct(CARD['test']['accuracy'], 2)} on the 10,000 test digits"),
     ("README.md", f"names both digits of {_pct(PAIRS['test']['both_right'])} of MultiMNIST's test pairs"),
+    ("README.md", f"{_pct(CHOICE['test_pairs']['read_right'])} as the\nservice reads a pair"),
     ("docs/model.md", f"**{_pct(CARD['test']['accuracy'], 2)} on the 10k MNIST test set**"),
     ("docs/multimnist.md", f"**{_pct(PAIRS['test']['both_right'])} of the 10,000 test pairs**"),
     ("docs/multimnist.md", f"at least one of the two in {_pct(PAIRS['test']['at_least_one_right'])}"),

@@ -175,6 +175,7 @@ class ChoiceOfPair(_Section):
     two longest, as the paper does."""
 
     rule: dict[str, Any]
+    test_pairs: dict[str, Any] | None = None  # the fixed test pairs read by the two longest and by the choice
 
     @model_validator(mode="after")
     def _readable(self) -> ChoiceOfPair:

@@ -12,6 +12,7 @@ from service.atlas import Atlas
 from service.deps import ReadyDep
 from service.engine.decoder_files import DecoderFile
 from service.engine.two_digit import NAME
+from service.state import AppState
 
 router = APIRouter(tags=["page"])
 
@@ -38,6 +39,8 @@ async def index(request: Request, state: ReadyDep) -> HTMLResponse:
         "pair_size": state.pair_engine.card.image_size if state.pair_engine is not None else None,
         "pair_box": state.pair_engine.card.input.pair_box if state.pair_engine is not None else None,
         "pair_score": state.pair_engine.card.test if state.pair_engine is not None and state.pair_engine.card.test is not None else None,
+        # the same test pairs as the service reads them (its pair choice), beside the paper's measure, the two longest
+        "pair_read": _pair_read(state),
         "needs_key": bool(state.api_keys),  # the page asks for an API key only where the server wants one
         "pair_sample": state.pair_engine is not None and state.test_digits is not None and state.test_digits.available(),
         # where the page's own decoder fetches each network's decoder file (none: the sliders draw on the server)
@@ -56,3 +59,10 @@ def _poses(atlas: Atlas | None) -> int | None:
 
 def _spec(f: DecoderFile | None) -> str:
     return json.dumps(f.page_spec(), separators=(",", ":")) if f is not None else ""
+
+
+def _pair_read(state: AppState) -> float | None:
+    """The share of the fixed test pairs whose both digits the served reading names (the card's pair choice), if any."""
+    choice = state.pair_engine.card.pair_choice if state.pair_engine is not None else None
+    figures = choice.test_pairs if choice is not None else None
+    return float(figures["read_right"]) if figures and "read_right" in figures else None
