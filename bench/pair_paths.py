@@ -9,6 +9,10 @@ to 4 px each way, the second of another class):
 - canvas: pen strokes traced from each digit (model/pen_strokes.py) drawn with the page's round pen on its 280 px
   canvas, through the service's drawing path (the alpha is the ink).
 
+The held-out pairs are also sent written apart, side by side as people write two digits (their 28 px frames 0, 4 or 8
+px apart), uploaded and drawn: the service lays them over each other as MultiMNIST's pairs are
+(service/inputs/preprocess.fit_pair).
+
 The rule is fitted on MNIST's training digits (the calibration split) and measured on its test digits (held out);
 `python -m bench.pair_paths --calibrate` writes it, with the held-out figures of every path, into the card's
 `multimnist.second_digit`; `make bench` measures the committed card's rule the same way.
@@ -20,6 +24,7 @@ import argparse
 import io
 import json
 import logging
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +63,8 @@ UPLOADS = (("png", 72), ("png", 144), ("png", 288), ("jpeg", 144))
 SEEDS = {"calibration": 11, "held_out": 2017}
 NON_DIGITS = ("glyphs_clean", "glyphs_photo", "scribbles", "noise")
 TURNED_AWAY = 0.0025  # the share of real inputs of each path the digits-at-all rule may turn away (on the calibration digits)
+APART_GAPS = (0, 4, 8)  # px between the 28 px frames of two digits written apart: their ink about 8 to 16 px apart
+APART_SCALE = 0.45  # a digit's 28 px frame drawn apart on the page's canvas: this share of its width, one on each half
 
 
 def _composite(x: np.ndarray, item: dict) -> np.ndarray:
@@ -78,32 +85,53 @@ def traced_pixels(x: np.ndarray, items: list[dict]) -> np.ndarray:
     return np.stack([_composite(pen, it) for it in items])[:, None]
 
 
-def _upload(img: np.ndarray, k: int, box: int) -> np.ndarray:
+def _upload(img: np.ndarray, k: int, box: int, digit_box: int) -> np.ndarray:
+    """img [H,W] in [0,1] as ink on white paper UPLOADS[k] px high, through the service's preprocessing."""
     fmt, side = UPLOADS[k % len(UPLOADS)]
-    paper = Image.fromarray((255 - img * 255).astype(np.uint8)).resize((side, side), Image.Resampling.BICUBIC)
+    h, w = img.shape
+    paper = Image.fromarray((255 - img * 255).astype(np.uint8)).resize((round(side * w / h), side), Image.Resampling.BICUBIC)
     buf = io.BytesIO()
     paper.save(buf, format=fmt.upper(), **({"quality": 85} if fmt == "jpeg" else {}))
-    return to_mnist(*load_pixels(open_image(buf.getvalue(), 16_000_000), WORK_SIDE), CANVAS, box)
+    return to_mnist(*load_pixels(open_image(buf.getvalue(), 16_000_000), WORK_SIDE), CANVAS, box, digit_box)
 
 
-def _canvas(x: np.ndarray, item: dict, box: int) -> np.ndarray:
+def _canvas(x: np.ndarray, item: dict, box: int, digit_box: int) -> np.ndarray:
     strokes = []
     for d, (dy, dx) in zip(item["digits"], item["shifts"]):
         strokes += place_strokes(trace(x[d] / 255.0), 28 / CANVAS, dx / CANVAS, dy / CANVAS)
-    return drawing_to_mnist(render(strokes, PAGE_SIDE, PEN), CANVAS, box)
+    return drawing_to_mnist(render(strokes, PAGE_SIDE, PEN), CANVAS, box, digit_box)
 
 
-def inputs(x: np.ndarray, items: list[dict], box: int) -> dict[str, np.ndarray]:
+def inputs(x: np.ndarray, items: list[dict], box: int, digit_box: int) -> dict[str, np.ndarray]:
     """{path: [N,1,36,36]} for the same items through each path."""
     pixels = np.stack([_composite(x, it) for it in items])
     return {
         "pixels": pixels[:, None],
-        "upload": np.stack([_upload(img, k, box) for k, img in enumerate(pixels)])[:, None],
-        "canvas": np.stack([_canvas(x, it, box) for it in items])[:, None],
+        "upload": np.stack([_upload(img, k, box, digit_box) for k, img in enumerate(pixels)])[:, None],
+        "canvas": np.stack([_canvas(x, it, box, digit_box) for it in items])[:, None],
     }
 
 
-def non_digits(split: str, n: int, box: int, blank_below: float) -> dict[str, np.ndarray]:
+def apart(x: np.ndarray, items: list[dict], box: int, digit_box: int) -> dict[str, np.ndarray]:
+    """{path: [N,1,36,36]} for pairs written apart, side by side in the order of their digits, the k-th APART_GAPS[k % 3]
+    apart: uploaded as one picture of both (ink on paper), and drawn on the page's canvas, each digit on its own half."""
+    uploads, drawings = [], []
+    for k, it in enumerate(items):
+        gap = APART_GAPS[k % len(APART_GAPS)]
+        (a, b), (dy_a, dy_b) = it["digits"], (int(it["shifts"][0][0]), int(it["shifts"][1][0]))
+        row = np.zeros((28 + 8, 56 + gap), np.float32)  # each digit up or down by its shift, as it might be written
+        row[4 + dy_a // 2 : 32 + dy_a // 2, :28] = x[a] / 255.0
+        row[4 + dy_b // 2 : 32 + dy_b // 2, 28 + gap :] = np.maximum(row[4 + dy_b // 2 : 32 + dy_b // 2, 28 + gap :], x[b] / 255.0)
+        uploads.append(_upload(row, k, box, digit_box))
+        half = APART_SCALE / 2 + gap / 56 * APART_SCALE / 2
+        strokes = place_strokes(trace(x[a] / 255.0), APART_SCALE, -half, dy_a / 56) + place_strokes(
+            trace(x[b] / 255.0), APART_SCALE, half, dy_b / 56
+        )
+        drawings.append(drawing_to_mnist(render(strokes, PAGE_SIDE, PEN), CANVAS, box, digit_box))
+    return {"upload": np.stack(uploads)[:, None], "canvas": np.stack(drawings)[:, None]}
+
+
+def non_digits(split: str, n: int, box: int, digit_box: int, blank_below: float) -> dict[str, np.ndarray]:
     """What is no digit, uploaded: letters and symbols (clean and photographed) and scribbles from the `is_digit` rule's
     sets of the split (model/honesty_sets.py), and uniform noise, each made a 36x36 input as the service makes any
     picture; those it finds blank left out, as the service answers them blank. {set: [N,1,36,36]}."""
@@ -116,7 +144,7 @@ def non_digits(split: str, n: int, box: int, blank_below: float) -> dict[str, np
     }
     out = {}
     for name, images in sets.items():
-        x = np.stack([to_mnist(np.asarray(im, np.float32) / 255.0, None, CANVAS, box) for im in images])[:, None]
+        x = np.stack([to_mnist(np.asarray(im, np.float32) / 255.0, None, CANVAS, box, digit_box) for im in images])[:, None]
         out[name] = x[x.reshape(len(x), -1).sum(1) >= blank_below]
     return out
 
@@ -219,13 +247,36 @@ def _present(rule: PairRule | None, s: dict[str, np.ndarray]) -> dict[str, np.nd
     return {p: rule.score(x) >= rule.at(p) for p, x in s.items()}
 
 
+def _apart_figures(
+    x: np.ndarray,
+    items: list[dict],
+    box: int,
+    digit_box: int,
+    session: ort.InferenceSession,
+    decoder: ort.InferenceSession,
+    entry: dict,
+    choice: PairChoice | None,
+) -> dict:
+    """The pairs among `items` written apart (`apart`), read by the card's rule and choice on the path each came by."""
+    pairs = [it for it in items if len(it["labels"]) == 2]
+    out = {}
+    for path, images in apart(x, pairs, box, digit_box).items():
+        ran = with_third(decoder, run(session, images))
+        two = _called_two(entry["second_digit"], signals(ran["lengths"], ran["reconstructions"], images), path)
+        with warnings.catch_warnings():  # the lone digits' shares of none
+            warnings.simplefilter("ignore", RuntimeWarning)
+            f = figures(pairs, ran, two, read=chosen(choice, ran, images))
+        out[path] = {k: v for k, v in f.items() if not k.startswith("lone")}
+    return out
+
+
 def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) -> dict:
     card_path = weights / "model-card.json"
     card = json.loads(card_path.read_text())
     if "multimnist" not in card:
         return {"skipped": "the model card has no two-digit network"}
     entry = card["multimnist"]
-    box = entry["input"]["pair_box"]
+    box, digit_box = entry["input"]["pair_box"], entry["input"]["mnist_digit_box"]
     session = ort.InferenceSession(str(weights / MULTIMNIST_FILE), providers=["CPUExecutionProvider"])
     decoder = ort.InferenceSession(str(weights / MULTIMNIST_DECODER_FILE), providers=["CPUExecutionProvider"])
     card_choice = PairChoice.from_card(entry["pair_choice"]["rule"]) if "pair_choice" in entry else None
@@ -236,14 +287,14 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
     for name, part in (("calibration", "train"), ("held_out", "test")):
         x, y = load_mnist(data, part)  # the test digits stay in x for the traced pairs below
         items = pair_items(x, y, n, SEEDS[name])
-        by_path = inputs(x, items, box)
+        by_path = inputs(x, items, box, digit_box)
         runs = {p: with_third(decoder, run(session, by_path[p])) for p in PATHS}
         sig = {p: signals(runs[p]["lengths"], runs[p]["reconstructions"], by_path[p]) for p in PATHS}
         truth = np.array([len(it["labels"]) == 2 for it in items])
         split[name] = (items, runs, sig, truth, by_path)
         real_digits[name] = {p: with_digits(sig[p], runs[p]["lengths"], runs[p]["poses"]) for p in PATHS}
         if calibrate or (name == "held_out" and "digits" in entry):
-            nd = non_digits(name, n // 2, box, card["is_digit"]["rule"]["blank_ink_below"])
+            nd = non_digits(name, n // 2, box, digit_box, card["is_digit"]["rule"]["blank_ink_below"])
             none_digits[name] = {k: digits_signals(**run(session, x), images=x) for k, x in nd.items()}
         log.info("%s: %d lone digits and %d pairs through %s", name, n, n, ", ".join(PATHS))
     result: dict = {"model": entry["version"], "per_path": n, "uploads": [f"{f} {s}px" for f, s in UPLOADS]}
@@ -259,6 +310,7 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
         if not calibrate:
             raise
         result["card_rule"] = {"skipped": str(e)}
+    result["apart"] = _apart_figures(x, items, box, digit_box, session, decoder, entry, card_choice)
     traced = traced_pixels(x, items)
     traced_run = run(session, traced)
     traced_sig = signals(traced_run["lengths"], traced_run["reconstructions"], traced)

@@ -311,6 +311,18 @@ def _pair_paths(data: dict | None) -> list[str]:
         ]
         for path, f in [*data["card_rule"].items(), *([(TRACED, data["traced_pixels"])] if "traced_pixels" in data else [])]
     ]
+    rows += [
+        [
+            f"{path}, written apart",
+            "",
+            "",
+            round(100 * f["pairs_called_one"], 1),
+            round(100 * f["pairs_both_named"], 1),
+            round(100 * f["pairs_two_longest_right"], 1),
+            round(100 * f["pairs_read_right"], 1),
+        ]
+        for path, f in data.get("apart", {}).items()
+    ]
     return [
         "",
         f"## Two digits as people send them ({data['model']})",
@@ -322,7 +334,9 @@ def _pair_paths(data: dict | None) -> list[str]:
         'network, the card\'s one-or-two rule and its pair choice (bench/pair_paths.py; "read right": the pair as the '
         "service reads it, whatever the rule says of one or two). The last row: the same items made of each digit's "
         "traced strokes, composited as the test pairs are and sent as pixels, so what tracing costs without the page or "
-        "the service.",
+        "the service. Written apart: the same pairs side by side, as people write two digits (their 28 px frames 0, 4 or "
+        "8 px apart), uploaded as one picture and drawn on the canvas each on its own half; the service lays them over "
+        "each other as MultiMNIST's pairs are (service/inputs/preprocess.fit_pair).",
         "",
         _table(
             [

@@ -175,6 +175,7 @@ def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, t
             **common["input"],
             "pair_box": pair_box,  # an upload's two digits are scaled so that their ink's longer side is this (the service)
             "max_shift": MAX_SHIFT,  # how pairs are made (model/multimnist.py); the service's random test pairs follow it
+            "mnist_digit_box": 20,  # each digit of a pair is an MNIST digit, fit to this box (two written apart are laid over so)
         },
         "outputs": {
             "lengths": ["N", cfg.num_classes],

@@ -1,7 +1,8 @@
 /* Two digits at once (section 7): the MultiMNIST network of the paper's section 6, live.
  *
- * Draw a digit, then another over it: each stroke keeps the colour of the digit it belongs to (on screen only: the
- * network gets one grey picture, as it would a photo). /predict?model=multimnist answers with the two capsules it reads as
+ * Draw a digit, then another over it or beside it: each stroke keeps the colour of the digit it belongs to (on screen
+ * only: the network gets one grey picture, as it would a photo; two digits written apart the server lays over each other,
+ * as MultiMNIST's pairs are). /predict?model=multimnist answers with the two capsules it reads as
  * the pair (the two longest, or with two digits found the two of the three longest that the card's pair choice picks)
  * and the decoder's redrawing from each, shown overlaid in red and green as in the paper's Figure 5 and each alone.
  * The sliders shift either capsule's pose and the two-digit network's decoder redraws it, in this browser once its
@@ -92,11 +93,15 @@ export function createPairs(opts) {
       c.imageSmoothingEnabled = true;
       c.drawImage(tmp, 0, 0, px, px);
     }
+    var all = state.current ? state.strokes.concat([state.current]) : state.strokes;
+    drawStrokes(c, px, all, function (s) { return colours ? COLOURS[s.ink] : dark ? "#ffffff" : "#111418"; });
+  }
+
+  function drawStrokes(c, px, strokes, colourOf) {
     c.lineCap = c.lineJoin = "round";
     c.lineWidth = px / 14;
-    var all = state.current ? state.strokes.concat([state.current]) : state.strokes;
-    all.forEach(function (s) {
-      c.strokeStyle = c.fillStyle = colours ? COLOURS[s.ink] : dark ? "#ffffff" : "#111418";
+    strokes.forEach(function (s) {
+      c.strokeStyle = c.fillStyle = colourOf(s);
       c.beginPath();
       if (s.pts.length === 1) {
         c.arc(s.pts[0][0] * px, s.pts[0][1] * px, c.lineWidth / 2, 0, 2 * Math.PI);
@@ -269,8 +274,13 @@ export function createPairs(opts) {
       var c = exportCanvas.getContext("2d");
       paint(c, EXPORT_SIZE, false);
       if (state.picture) return { path: PREDICT, body: { image: exportCanvas.toDataURL("image/png") } }; // a photo: searched for the ink
-      var inks = state.sample ? null : { strokes: state.strokes.slice(), frame: inputFrame(c.getImageData(0, 0, EXPORT_SIZE, EXPORT_SIZE).data) };
-      return { path: PREDICT, body: { image: exportCanvas.toDataURL("image/png"), source: "canvas" }, inks: inks };
+      var image = exportCanvas.toDataURL("image/png");
+      var inks = null;
+      if (!state.sample) {
+        var strokes = state.strokes.slice();
+        inks = { strokes: strokes, frame: inputFrame(c.getImageData(0, 0, EXPORT_SIZE, EXPORT_SIZE).data, pairBox), apart: apartFrames(c, strokes) };
+      }
+      return { path: PREDICT, body: { image: image, source: "canvas" }, inks: inks };
     });
   }
 
@@ -279,15 +289,17 @@ export function createPairs(opts) {
     if (data.not_digits) return "No digits: the capsules read none in this (a letter, a scribble?); draw two digits";
     var p = data.predictions;
     if (p.length === 2) return "Two digits: " + p[0] + " and " + p[1];
-    return "One digit: " + p[0] + " (no second capsule is long enough; draw another digit over it)";
+    return "One digit: " + p[0] + " (no second capsule is long enough; draw another digit over it or beside it)";
   }
 
   /* ---- which ink each redrawing explains ---- */
 
-  // Where the server puts the drawing on the network's canvas (service/inputs/preprocess.fit_and_centre): the ink's
-  // longer side scaled to the card's box, its centre of mass at the centre. Returned as the scale and the centre of mass
+  // Where the server puts the drawing on the network's canvas (service/inputs/preprocess.fit_pair): the ink's longer
+  // side scaled to `box`, its centre of mass at the centre. Returned as the scale, the centre of mass and the ink's box
   // in EXPORT_SIZE px, read from the alpha the server is sent.
-  function inputFrame(rgba) {
+  var pairBox = parseInt(root.dataset.pairBox, 10), digitBox = parseInt(root.dataset.digitBox, 10);
+  var sideGap = parseFloat(root.dataset.sideGap), sideShift = parseInt(root.dataset.sideShift, 10);
+  function inputFrame(rgba, box) {
     var top = EXPORT_SIZE, bottom = -1, left = EXPORT_SIZE, right = -1, mass = 0, my = 0, mx = 0;
     for (var y = 0; y < EXPORT_SIZE; y++) {
       for (var x = 0; x < EXPORT_SIZE; x++) {
@@ -297,7 +309,32 @@ export function createPairs(opts) {
       }
     }
     if (bottom < 0) return null;
-    return { scale: parseInt(root.dataset.pairBox, 10) / Math.max(bottom - top + 1, right - left + 1), cy: my / mass, cx: mx / mass };
+    return { scale: box / Math.max(bottom - top + 1, right - left + 1), cy: my / mass, cx: mx / mass, top: top, bottom: bottom, left: left, right: right };
+  }
+
+  // Two digits written apart, one in each ink: the server lays them over each other (preprocess.fit_pair), each fit to
+  // one digit's box and moved sideShift px back towards its side, so each ink has a frame of its own. Apart as the
+  // server tells it: a band between the inks at least sideGap of their height (side by side) or width (one above the
+  // other). Null when they are not apart, or an ink is missing. Repaints `c`.
+  function apartFrames(c, strokes) {
+    var frames = [0, 1].map(function (k) {
+      c.clearRect(0, 0, EXPORT_SIZE, EXPORT_SIZE);
+      drawStrokes(c, EXPORT_SIZE, strokes.filter(function (s) { return s.ink === k; }), function () { return "#111418"; });
+      return inputFrame(c.getImageData(0, 0, EXPORT_SIZE, EXPORT_SIZE).data, digitBox);
+    });
+    var a = frames[0], b = frames[1];
+    if (!a || !b) return null;
+    var height = Math.max(a.bottom, b.bottom) - Math.min(a.top, b.top) + 1, width = Math.max(a.right, b.right) - Math.min(a.left, b.left) + 1;
+    var across = Math.max(b.left - a.right, a.left - b.right) - 1 >= sideGap * height ? "x"
+      : Math.max(b.top - a.bottom, a.top - b.bottom) - 1 >= sideGap * width ? "y" : null;
+    if (!across) return null;
+    var firstIsA = across === "x" ? a.left < b.left : a.top < b.top;
+    [a, b].forEach(function (f, k) {
+      var by = (k === 0) === firstIsA ? -sideShift : sideShift;
+      f.dx = across === "x" ? by : 0;
+      f.dy = across === "y" ? by : 0;
+    });
+    return frames;
   }
 
   // One ink's strokes where the network saw them: alpha [size*size] in [0,1].
@@ -307,7 +344,7 @@ export function createPairs(opts) {
     var c = inkCanvas.getContext("2d"), k = frame.scale;
     c.setTransform(1, 0, 0, 1, 0, 0);
     c.clearRect(0, 0, size, size);
-    c.setTransform(k * EXPORT_SIZE, 0, 0, k * EXPORT_SIZE, size / 2 - k * (frame.cx + 0.5), size / 2 - k * (frame.cy + 0.5));
+    c.setTransform(k * EXPORT_SIZE, 0, 0, k * EXPORT_SIZE, size / 2 - k * (frame.cx + 0.5) + (frame.dx || 0), size / 2 - k * (frame.cy + 0.5) + (frame.dy || 0));
     c.lineCap = c.lineJoin = "round";
     c.lineWidth = 1 / 14;
     c.strokeStyle = c.fillStyle = "#000";
@@ -332,7 +369,7 @@ export function createPairs(opts) {
       var only = inks && inks.frame && inks.strokes.length ? inks.strokes[0].ink : 0;
       return state.named[1] ? [0, 1] : [only, 1 - only];
     }
-    var ink = [inkPixels(inks.strokes, 0, inks.frame), inkPixels(inks.strokes, 1, inks.frame)];
+    var ink = [0, 1].map(function (c) { return inkPixels(inks.strokes, c, inks.apart ? inks.apart[c] : inks.frame); });
     function overlap(k, c) { var s = 0, r = state.recon[k]; for (var i = 0; i < r.length; i++) s += r[i] * ink[c][i]; return s; }
     return overlap(0, 0) + overlap(1, 1) >= overlap(0, 1) + overlap(1, 0) ? [0, 1] : [1, 0];
   }
@@ -345,7 +382,7 @@ export function createPairs(opts) {
     els.reset.disabled = none;
     els.capsule.disabled = none;
     var truth = state.sample && !state.strokes.length && data ? " (the test pair: " + els.verdict.dataset.truth.replace(",", " and ") + ")" : "";
-    els.verdict.textContent = (data ? verdictText(data) : "Draw two digits, one over the other") + truth;
+    els.verdict.textContent = (data ? verdictText(data) : "Draw two digits, one over the other or side by side") + truth;
     els.verdict.dataset.predictions = data ? data.predictions.join(",") : "";
     els.verdict.dataset.ranked = data ? data.ranked.join(",") : "";
     bars.forEach(function (b, k) {

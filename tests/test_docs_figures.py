@@ -102,6 +102,13 @@ QUOTES = [
             )
         ),
     ),
+    (
+        "docs/multimnist.md",
+        "both named {:.1f}% uploaded and {:.1f}% drawn, against {:.1f}% and {:.1f}% for the same pairs drawn over each other".format(
+            *(100 * PAIR_PATHS["apart"][p]["pairs_both_named"] for p in ("upload", "canvas")),
+            *(100 * PAIR_PATHS["card_rule"][p]["pairs_both_named"] for p in ("upload", "canvas")),
+        ),
+    ),
     ("docs/page-decoder.md", f"first load stays as it was ({round(PAGE['page_first_load_bytes'] / 1000)} KB)"),
     ("docs/page-decoder.md", f"`decoder.onnx` ({CARD['files']['decoder.onnx']['bytes'] / 1e6:.1f} MB)"),
     ("docs/page-decoder.md", f"`multimnist-decoder.onnx` ({PAIRS['files']['multimnist-decoder.onnx']['bytes'] / 1e6:.1f} MB)"),

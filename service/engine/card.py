@@ -116,6 +116,7 @@ class RoutingTrace(_Section):
 class PairInput(_Section):
     pair_box: int  # an upload's two digits together are scaled so that their ink's longer side is this
     max_shift: int  # each digit of a pair is shifted up to this many px each way from the canvas centre
+    mnist_digit_box: int  # each digit of a pair is an MNIST digit fit to this box: two written apart are laid over so
 
 
 class SecondDigit(_Section):

@@ -32,14 +32,22 @@ def pixel_rows(nested: Any, size: int) -> np.ndarray:
 
 
 async def body_to_tensor(
-    body: Body, document: PredictJSON | PredictBatchJSON | None, s: Settings, pool: BoundedPool, size: int, box: int, limit: int = 1
+    body: Body,
+    document: PredictJSON | PredictBatchJSON | None,
+    s: Settings,
+    pool: BoundedPool,
+    size: int,
+    box: int,
+    limit: int = 1,
+    digit_box: int | None = None,
 ) -> np.ndarray:
     """`document`: the JSON body as validated by the route (None for multipart); `limit`: the most images it may hold;
-    `pool`: where decoding and parsing too large for the event loop go."""
+    `pool`: where decoding and parsing too large for the event loop go; `digit_box`: the images hold two digits, each
+    of them fit to this box when they were written apart (service.inputs.preprocess.fit_pair)."""
     drawn = False
     if document is None:
         files = await off_loop(pool, s.inline_parse_bytes, lambda data: file_parts(data, body.content_type, "file", limit), body.data)
-        return await to_inputs(files, pool, s.max_image_pixels, s.inline_decode_pixels, size, box)
+        return await to_inputs(files, pool, s.max_image_pixels, s.inline_decode_pixels, size, box, digit_box=digit_box)
     if isinstance(document, PredictJSON):
         images = None if document.image is None else [document.image]
         pixels = None if document.pixels is None else [document.pixels]
@@ -55,4 +63,4 @@ async def body_to_tensor(
     if pixels is not None:
         return np.stack([for_item(i, n, pixel_rows, p, size) for i, p in enumerate(pixels)])[:, None]
     blobs = [for_item(i, n, decode_base64, b64, s.max_body_bytes) for i, b64 in enumerate(items)]
-    return await to_inputs(blobs, pool, s.max_image_pixels, s.inline_decode_pixels, size, box, drawn)
+    return await to_inputs(blobs, pool, s.max_image_pixels, s.inline_decode_pixels, size, box, drawn, digit_box)

@@ -32,6 +32,13 @@ INK_LIKE_SPREAD = 0.5  # six "noise" sigmas past half the ink range: that spread
 MIN_PEAK = 0.3  # the digit's strongest stroke has at least this contrast: fainter marks are paper texture, not a digit
 GROUP_MARGIN = 0.4  # other components within this fraction of the main one's size belong to the same digit (a 5's flag)
 GROUP_MIN_MASS = 0.05  # ... when they carry at least this share of its ink (smaller ones are specks)
+SECOND_MIN_MASS = 0.2  # looking for two digits: the strongest group beside the first is the second when it has this share of its ink
+SIDE_GAP = 0.15  # two digits side by side: a band of empty columns (or rows) at least this share of the ink's height (width) ...
+SIDE_MASS = 0.15  # ... with at least this share of the ink on each side ...
+SIDE_SPAN = 0.5  # ... and each side spanning this share of the whole's height (width): a digit, not a dot or a dash
+SIDE_SHIFT = 2  # px each of two digits written side by side is laid from the centre, towards its side
+BOLD_STROKE = 0.13  # strokes this wide for a digit's longer side (stroke_width; MNIST's 0.07-0.13, the page's pen 0.10-0.12) ...
+THIN_STROKE = 0.07  # ... are worn down aiming at this, which leaves the page's half-size digits at 0.10-0.11, as its full-size ones
 MIN_MARK_PX = 12  # fewer pixels than this is a speck of dust or a hot pixel: the smallest MNIST digit has 45 of 784 ...
 MIN_MARK_SHARE = 3e-4  # ... and in a large frame, fewer than this share of it (a photographed digit covers 0.28% or more)
 SOFT_EDGE = 0.3  # on a thumbnail, a stroke's edge climbs at least this share of its contrast per pixel ...
@@ -219,8 +226,10 @@ def ink_mask(signed: np.ndarray) -> np.ndarray:
     return mask
 
 
-def strongest_group(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The strongest group of ink components as a mask, with the ink mask it came from; None when there is none.
+def strongest_group(signed: np.ndarray, digits: int = 1) -> tuple[np.ndarray, np.ndarray] | None:
+    """The strongest group of ink components as a mask, with the ink mask it came from; None when there is none. With
+    `digits` 2, the strongest group beside it too, when it carries a real share of ink (SECOND_MIN_MASS): two digits
+    written side by side are two groups, where an overlapping pair is one.
 
     Strongest: the most strong ink (contrast summed over the component's pixels of at least half the image's peak
     contrast). Dropped: frame edges (thin components along a
@@ -244,9 +253,19 @@ def strongest_group(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     main = int(mass.argmax())
     if mass[main] <= 0:
         return None
-    margin = GROUP_MARGIN * max(bw[main], bh[main])
-    x0, y0, x1, y1 = x[main] - margin, y[main] - margin, x[main] + bw[main] + margin, y[main] + bh[main] + margin
-    near = (x < x1) & (x + bw > x0) & (y < y1) & (y + bh > y0) & (mass >= GROUP_MIN_MASS * mass[main])
+
+    def group(k: int) -> np.ndarray:
+        """Component k and those near it that carry a real share of its ink."""
+        margin = GROUP_MARGIN * max(bw[k], bh[k])
+        x0, y0, x1, y1 = x[k] - margin, y[k] - margin, x[k] + bw[k] + margin, y[k] + bh[k] + margin
+        return (x < x1) & (x + bw > x0) & (y < y1) & (y + bh > y0) & (mass >= GROUP_MIN_MASS * mass[k])
+
+    near = group(main)
+    if digits == 2:
+        rest = np.where(near, 0.0, mass)
+        second = int(rest.argmax())
+        if rest[second] >= SECOND_MIN_MASS * mass[main]:
+            near |= group(second) & (rest > 0)
     keep = near.astype(np.uint8)[labels]
     if np.count_nonzero(keep) < max(MIN_MARK_PX, MIN_MARK_SHARE * h * w) or float(signed[keep > 0].max()) < MIN_PEAK:
         return None  # blank paper: a speck, or marks too faint to be a stroke
@@ -259,8 +278,9 @@ def stroke_width(keep: np.ndarray) -> float:
     return 2.0 * np.count_nonzero(keep) / max(edge, 1)
 
 
-def find_digit(grey: np.ndarray) -> np.ndarray:
+def find_digit(grey: np.ndarray, digits: int = 1) -> np.ndarray:
     """Grey [H,W] in [0,1] -> the digit's ink, bright on black, strokes scaled to full strength; zeros when there is none.
+    `digits` 2: the ink of up to two digits apart (strongest_group).
 
     Two passes on a large photo (one on a small image or on uniform paper, which have one paper level): the first,
     against a wide median of the paper, finds the digit and so its stroke width; the second measures the paper again at
@@ -269,14 +289,14 @@ def find_digit(grey: np.ndarray) -> np.ndarray:
     grey = grey.astype(np.float32, copy=False)
     uniform = uniform_paper(grey)
     if not (min(h, w) < FLAT_BELOW or uniform):
-        signed, found = _photo_passes(grey, dark_ink(grey, median_level(grey)))
+        signed, found = _photo_passes(grey, dark_ink(grey, median_level(grey)), digits)
         if (tight := _tight_photo(grey)) is not None and (_maybe_tight(found) or _fills_frame(tight)):
             return tight
         return _strokes(signed, found)
     level = flat_level(grey)
     dark = dark_ink(grey, level)
     signed = contrast(grey, level, dark)
-    found = strongest_group(signed)
+    found = strongest_group(signed, digits)
     if found is None:
         # The border's median was ink: a crop as tight as a 1 drawn as a bar is mostly ink, border too. Then the paper is
         # at one of the border's extremes (on a border of one level, a blank, both are the median again: still nothing).
@@ -285,7 +305,7 @@ def find_digit(grey: np.ndarray) -> np.ndarray:
             level = np.full_like(grey, extreme)
             dark = dark_ink(grey, level)
             signed = contrast(grey, level, dark)
-            if (found := strongest_group(signed)) is not None:
+            if (found := strongest_group(signed, digits)) is not None:
                 break
     if not uniform and found is not None and (tight := _tight_photo(grey)) is not None and _fills_frame(tight):
         return tight  # a small photo: its light can change across it too
@@ -308,13 +328,13 @@ def _soft_and_faint(signed: np.ndarray, keep: np.ndarray) -> bool:
 Found = tuple[np.ndarray, np.ndarray] | None  # strongest_group's: the digit's components and the ink mask
 
 
-def _photo_passes(grey: np.ndarray, dark: bool) -> tuple[np.ndarray, Found]:
+def _photo_passes(grey: np.ndarray, dark: bool, digits: int = 1) -> tuple[np.ndarray, Found]:
     """The digit against a wide estimate of the paper, then against one three strokes wide (find_digit says why)."""
     signed = contrast(grey, wide_level(grey, dark), dark)
-    found = strongest_group(signed)
+    found = strongest_group(signed, digits)
     if found is not None:
         signed = contrast(grey, stroke_level(grey, stroke_width(found[0]), dark), dark)
-        found = strongest_group(signed)
+        found = strongest_group(signed, digits)
     return signed, found
 
 
@@ -440,13 +460,86 @@ def fit_and_centre(ink: np.ndarray, size: int = 28, box: int = 20) -> np.ndarray
     return out
 
 
-def drawing_to_mnist(alpha: np.ndarray, size: int = 28, box: int = 20) -> np.ndarray:
-    """A drawing's alpha [H,W] in [0,1] (the ink: strokes opaque on a transparent ground) -> float32 [size,size] as MNIST.
+def side_by_side(ink: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Two digits written apart, as people write two digits: the ink split at the widest band of empty columns between
+    them (or of empty rows, one written above the other), and the axis it was split along (1: columns, 0: rows). None
+    for ink that is one piece both ways: one digit (a broken stroke leaves a narrow band, or one side a dot or a dash),
+    or two drawn over each other, as the network's test pairs are."""
+    mask = ink > INK_THRESHOLD
+    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+    if rows.size < 2 or cols.size < 2:
+        return None
+    total = float(ink.sum())
+    for axis, filled, across in ((1, cols, rows), (0, rows, cols)):
+        gaps = np.diff(filled) - 1
+        k = int(gaps.argmax())
+        extent = int(across[-1] - across[0] + 1)
+        if gaps[k] < SIDE_GAP * extent:
+            continue
+        cut = int(filled[k]) + 1
+        first, second = ink.copy(), ink.copy()
+        first[(slice(None),) * axis + (slice(cut, None),)] = 0.0
+        second[(slice(None),) * axis + (slice(None, cut),)] = 0.0
+        if min(float(first.sum()), float(second.sum())) < SIDE_MASS * total:
+            continue
+        spans = [np.flatnonzero((part > INK_THRESHOLD).any(axis)) for part in (first, second)]
+        if min(int(sp[-1] - sp[0] + 1) for sp in spans) < SIDE_SPAN * extent:
+            continue
+        return first, second, axis
+    return None
+
+
+def _shifted(img: np.ndarray, by: int, axis: int) -> np.ndarray:
+    """img moved `by` px along `axis`, zeros coming in (no wrap-around)."""
+    out = np.zeros_like(img)
+    n = img.shape[axis]
+    src = [slice(None)] * img.ndim
+    dst = [slice(None)] * img.ndim
+    src[axis], dst[axis] = (slice(0, n - by), slice(by, n)) if by >= 0 else (slice(-by, n), slice(0, n + by))
+    out[tuple(dst)] = img[tuple(src)]
+    return out
+
+
+def thinned(ink: np.ndarray) -> np.ndarray:
+    """One digit's ink with strokes over BOLD_STROKE of its size worn down to about THIN_STROKE (a grey erosion, soft edges
+    kept). Why: a pen is as wide whatever is drawn with it, so two digits written side by side on the page's canvas are
+    each half the size of one and their strokes twice as wide beside them; scaled up to a digit's box they are bolder
+    than any digit the network was trained on, and it read 66% of such pairs against 91% drawn with a pen half as wide."""
+    mask = (ink > 0.5).astype(np.uint8)
+    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+    if rows.size < 2 or cols.size < 2:
+        return ink
+    side = max(rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1)
+    width = stroke_width(mask)
+    if width <= BOLD_STROKE * side:
+        return ink
+    r = round((width - THIN_STROKE * side) / 2)
+    return cv2.erode(ink, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))) if r >= 1 else ink
+
+
+def fit_pair(ink: np.ndarray, size: int, box: int, digit_box: int) -> np.ndarray:
+    """Two digits' ink -> float32 [size,size] as MultiMNIST's pairs are made. Drawn over each other: the ink's longer
+    side scaled to `box`, centred by mass. Written side by side (`side_by_side`): each digit fit to `digit_box` and
+    centred by mass as MNIST's are (its strokes `thinned` if bold), then laid over the other, each moved SIDE_SHIFT px
+    back towards where it was written:
+    MultiMNIST lays two MNIST digits over each other, up to 4 px from the centre each, which is what the network reads."""
+    parts = side_by_side(ink)
+    if parts is None:
+        return fit_and_centre(ink, size, box)
+    first, second, axis = parts
+    a = _shifted(fit_and_centre(thinned(first), size, digit_box), -SIDE_SHIFT, axis)
+    b = _shifted(fit_and_centre(thinned(second), size, digit_box), SIDE_SHIFT, axis)
+    return np.minimum(a + b, 1.0)
+
+
+def drawing_to_mnist(alpha: np.ndarray, size: int = 28, box: int = 20, digit_box: int | None = None) -> np.ndarray:
+    """A drawing's alpha [H,W] in [0,1] (the ink: strokes opaque on a transparent ground) -> float32 [size,size] as MNIST
+    (`digit_box` given: as a MultiMNIST pair, `fit_pair`).
 
     Nothing to find: a canvas has no paper, light or specks to tell from the digit, so what was drawn is the digit (a
     stray dot too, as the page's preview of the network's input shows). A fifth of a photo's cost (BENCHMARKS.md)."""
-    a = np.fmax(np.minimum(np.asarray(alpha, dtype=np.float32), 1.0), 0.0)
-    return fit_and_centre(shrink(a, WORK_SIDE), size, box)
+    a = shrink(np.fmax(np.minimum(np.asarray(alpha, dtype=np.float32), 1.0), 0.0), WORK_SIDE)
+    return fit_and_centre(a, size, box) if digit_box is None else fit_pair(a, size, box, digit_box)
 
 
 def is_drawing(pixels: np.ndarray, alpha: np.ndarray) -> bool:
@@ -467,18 +560,22 @@ def is_drawing(pixels: np.ndarray, alpha: np.ndarray) -> bool:
     return float(ink.max() - ink.min()) <= DRAWING_TOLERANCE
 
 
-def to_mnist(pixels: np.ndarray, alpha: np.ndarray | None = None, size: int = 28, box: int = 20) -> np.ndarray:
+def to_mnist(
+    pixels: np.ndarray, alpha: np.ndarray | None = None, size: int = 28, box: int = 20, digit_box: int | None = None
+) -> np.ndarray:
     """Any picture of a digit, values in [0,1] ([H,W] grey or [H,W,3] colour, optional alpha [H,W]),
     -> float32 [size,size], background 0 and ink up to 1, as MNIST; all zeros when no digit is found. A drawing (ink of
     one colour on a transparent ground) is read as the page reads its own canvas: its alpha, fit and centred."""
     pixels = np.asarray(pixels, dtype=np.float32)
     alpha = None if alpha is None else np.asarray(alpha, dtype=np.float32)
     if alpha is not None and is_drawing(pixels, alpha):
-        return drawing_to_mnist(alpha, size, box)
-    return picture_to_mnist(pixels, alpha, size, box)
+        return drawing_to_mnist(alpha, size, box, digit_box)
+    return picture_to_mnist(pixels, alpha, size, box, digit_box)
 
 
-def picture_to_mnist(pixels: np.ndarray, alpha: np.ndarray | None, size: int = 28, box: int = 20) -> np.ndarray:
+def picture_to_mnist(
+    pixels: np.ndarray, alpha: np.ndarray | None, size: int = 28, box: int = 20, digit_box: int | None = None
+) -> np.ndarray:
     """to_mnist for a picture known not to be a drawing (float32 values as to_mnist takes them): the digit searched for
     and fit, for a caller that has told drawings apart already."""
     # grey first: luma is a weighted mean of the channels, so compositing after it gives the same grey image for a third
@@ -486,4 +583,6 @@ def picture_to_mnist(pixels: np.ndarray, alpha: np.ndarray | None, size: int = 2
     x = np.fmax(np.minimum(to_grey(pixels), 1.0), 0.0)  # into [0,1]; NaN -> 0 (minimum keeps a NaN, fmax drops it)
     if alpha is not None:
         x = flatten_alpha(x, np.nan_to_num(alpha, nan=1.0))
-    return fit_and_centre(find_digit(shrink(x, WORK_SIDE)), size, box)
+    if digit_box is None:
+        return fit_and_centre(find_digit(shrink(x, WORK_SIDE)), size, box)
+    return fit_pair(find_digit(shrink(x, WORK_SIDE), digits=2), size, box, digit_box)

@@ -19,37 +19,44 @@ from service.inputs.preprocess import WORK_SIDE, drawing_to_mnist, is_drawing, p
 from service.threads import Pool
 
 
-def _to_input(im: Image.Image, size: int, box: int) -> np.ndarray:
+def _to_input(im: Image.Image, size: int, box: int, digit_box: int | None) -> np.ndarray:
     """A picture with an alpha channel is told to be a drawing or not once, from its 8-bit values as decoded: a
     drawing's colour channels never become floats, and any other picture's floats come from the same array."""
     im = decode(im, WORK_SIDE)
     rgba = rgba8(im)
     if rgba is None:
-        return to_mnist(*pixel_values(im), size, box)
+        return to_mnist(*pixel_values(im), size, box, digit_box)
     alpha = np.divide(rgba[..., 3], np.float32(255.0), dtype=np.float32)
     if is_drawing(rgba[..., :3], rgba[..., 3]):
-        return drawing_to_mnist(alpha, size, box)
-    return picture_to_mnist(np.divide(rgba[..., :3], np.float32(255.0), dtype=np.float32), alpha, size, box)
+        return drawing_to_mnist(alpha, size, box, digit_box)
+    return picture_to_mnist(np.divide(rgba[..., :3], np.float32(255.0), dtype=np.float32), alpha, size, box, digit_box)
 
 
-def _drawing_to_input(im: Image.Image, size: int, box: int) -> np.ndarray:
+def _drawing_to_input(im: Image.Image, size: int, box: int, digit_box: int | None) -> np.ndarray:
     alpha = load_alpha(im, WORK_SIDE)
     if alpha is None:
         raise BadInput(f"source 'canvas' needs an image with an alpha channel (the ink on a transparent ground); this {im.format} has none")
-    return drawing_to_mnist(alpha, size, box)
+    return drawing_to_mnist(alpha, size, box, digit_box)
 
 
 async def to_inputs(
-    blobs: list[bytes], pool: Pool, max_pixels: int, inline_pixels: int, size: int, box: int, drawn: bool = False
+    blobs: list[bytes],
+    pool: Pool,
+    max_pixels: int,
+    inline_pixels: int,
+    size: int,
+    box: int,
+    drawn: bool = False,
+    digit_box: int | None = None,
 ) -> np.ndarray:
     """Encoded images -> float32 [n,1,size,size] as the network wants them (see preprocess.to_mnist; `drawn`: canvas
-    drawings, preprocess.drawing_to_mnist)."""
+    drawings, preprocess.drawing_to_mnist; `digit_box`: each a pair of digits, preprocess.fit_pair)."""
     n = len(blobs)
     opened: list[Image.Image] = [for_item(i, n, open_image, b, max_pixels) for i, b in enumerate(blobs)]
     convert = _drawing_to_input if drawn else _to_input
 
     def work() -> np.ndarray:
-        return np.stack([for_item(i, n, convert, im, size, box) for i, im in enumerate(opened)])[:, None]
+        return np.stack([for_item(i, n, convert, im, size, box, digit_box) for i, im in enumerate(opened)])[:, None]
 
     pixels = sum(im.size[0] * im.size[1] for im in opened)
     return work() if pixels <= inline_pixels else await pool.run(work, pixels)

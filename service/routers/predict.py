@@ -146,12 +146,15 @@ async def _predict_pair(body: Body, state: AppState, pairs: PairEngine, with_pix
     path = "upload"  # how the input came, whose threshold tells one digit from two (model/pair_rule.py)
 
     async def preprocess() -> np.ndarray:
-        """One upload as the two-digit network wants it: [1,1,36,36], the two digits' ink scaled together to the card's box."""
+        """One upload as the two-digit network wants it: [1,1,36,36], the two digits' ink scaled together to the card's box,
+        or, written apart, laid over each other as MultiMNIST's pairs are."""
         nonlocal path
         document = None if body.media_type == MULTIPART else _validated(body.json, PredictJSON)
         if document is not None:
             path = "pixels" if document.pixels is not None else "canvas" if document.source == "canvas" else "upload"
-        return await body_to_tensor(body, document, state.settings, state.bounded_pool, pairs.card.image_size, pairs.card.input.pair_box)
+        frame = pairs.card.input
+        pool, size = state.bounded_pool, pairs.card.image_size
+        return await body_to_tensor(body, document, state.settings, pool, size, frame.pair_box, digit_box=frame.mnist_digit_box)
 
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         return FastJSON(pair_answer(pairs, inference.out, images[0], state.card.digit_rule, with_pixels, path))
@@ -180,9 +183,10 @@ async def predict(body: Upload, state: ReadyDep, query: PredictArgs) -> FastJSON
     """Send an image as multipart field `file`, as JSON `{"image": base64}`, or MNIST-like `{"pixels": 28x28}`.
 
     Images are made to look like MNIST first (ink bright on black, fit to 20x20, centred by mass);
-    `pixels` go to the network as they are. With `?model=multimnist` the picture holds two overlapping digits (dark on
-    light or light on dark, any size; `pixels` 36x36): both are scaled together onto the 36x36 canvas, and the answer names
-    each digit the capsules find and redraws each from its own capsule."""
+    `pixels` go to the network as they are. With `?model=multimnist` the picture holds two digits (dark on light or light
+    on dark, any size; `pixels` 36x36): drawn over each other, both are scaled together onto the 36x36 canvas; written
+    apart (side by side, or one above the other), they are laid over each other there as MultiMNIST's pairs are. The
+    answer names each digit the capsules find and redraws each from its own capsule."""
     extras = query.extras
     if query.pairs is not None:
         capsnet_only(extras, query.routing_type)

@@ -969,7 +969,7 @@ def test_two_digits_drawn_in_two_colours_are_pulled_apart(session: tuple[Any, Wa
     page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-drawn.png"))
 
     page.get_by_test_id("pair-clear").click()
-    expect(page.get_by_test_id("pair-verdict")).to_have_text("Draw two digits, one over the other")
+    expect(page.get_by_test_id("pair-verdict")).to_have_text("Draw two digits, one over the other or side by side")
     expect(page.get_by_test_id("pair-ink-1")).to_have_attribute("aria-pressed", "true")
     assert overlay_colours(page) == {"red": 0, "green": 0}
 

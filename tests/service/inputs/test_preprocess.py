@@ -13,6 +13,8 @@ from hypothesis.extra.numpy import arrays
 from PIL import Image
 
 from service.inputs.preprocess import (
+    BOLD_STROKE,
+    SIDE_SHIFT,
     _median,
     centre_of_mass,
     drawing_to_mnist,
@@ -20,6 +22,9 @@ from service.inputs.preprocess import (
     fit_and_centre,
     flatten_alpha,
     is_drawing,
+    side_by_side,
+    stroke_width,
+    thinned,
     to_grey,
     to_mnist,
     uniform_paper,
@@ -234,3 +239,95 @@ def test_a_drawing_is_judged_alike_from_the_8_bit_values_an_upload_decodes_to():
         p8, a8 = (np.round(x * 255).astype(np.uint8) for x in (pixels, a))
         assert is_drawing(p8, a8) == is_drawing(p8 / np.float32(255), a8 / np.float32(255))
     assert [is_drawing(*(np.round(x * 255).astype(np.uint8) for x in c)) for c in cases] == [True, True, True, False, False, False]
+
+
+# Two digits for the two-digit network (size 36, the card's pair box 23, an MNIST digit's box 20): drawn over each other
+# they are scaled together; written apart, as people write two digits, laid over each other as MultiMNIST's pairs are.
+PAIR_SIZE, PAIR_BOX, DIGIT_BOX = 36, 23, 20
+
+
+@pytest.fixture(scope="module")
+def mnist_test_digits() -> tuple[np.ndarray, np.ndarray]:
+    from model.idx import load_mnist
+    from tests.needs import need_mnist
+
+    return load_mnist(need_mnist(), "test")
+
+
+def _apart(a: np.ndarray, b: np.ndarray, gap: int = 4, vertical: bool = False) -> np.ndarray:
+    """Two 28x28 digits (0-255) side by side, `gap` px between their frames (one above the other if `vertical`), as
+    dark ink on white paper at 4x: [4*28, 4*(56+gap)] in [0,1]."""
+    if vertical:
+        page = np.zeros((56 + gap, 28), np.float32)
+        page[:28], page[28 + gap :] = a / 255.0, b / 255.0
+    else:
+        page = np.zeros((28, 56 + gap), np.float32)
+        page[:, :28], page[:, 28 + gap :] = a / 255.0, b / 255.0
+    return 1.0 - cv2.resize(page, (page.shape[1] * 4, page.shape[0] * 4), interpolation=cv2.INTER_LINEAR)
+
+
+def test_two_digits_written_apart_are_laid_over_each_other_as_multimnist_makes_its_pairs(mnist_test_digits):
+    """What the network gets is the two digits as MNIST drew them, each fit to its box and centred, one over the other (a
+    couple of px towards the side each was written on): not the pair squeezed into one digit's box, nor one digit alone."""
+    x, _ = mnist_test_digits
+    for vertical in (False, True):
+        for a, b in ((0, 1), (2, 3), (4, 5)):
+            got = to_mnist(_apart(x[a], x[b], vertical=vertical), None, PAIR_SIZE, PAIR_BOX, DIGIT_BOX)
+            axis = 0 if vertical else 1
+            each = [fit_and_centre(x[d] / 255.0, PAIR_SIZE, DIGIT_BOX) for d in (a, b)]
+            want = np.minimum(np.roll(each[0], -SIDE_SHIFT, axis) + np.roll(each[1], SIDE_SHIFT, axis), 1.0)
+            assert np.corrcoef(got.ravel(), want.ravel())[0, 1] > 0.9, (a, b, vertical)
+
+
+def test_one_digit_and_two_drawn_over_each_other_are_not_taken_apart(mnist_test_digits):
+    """A lone digit is not split in two, however its strokes lie, nor a pair drawn over each other (MultiMNIST's own
+    pairs), so both keep the framing the network was trained on."""
+    import torch
+
+    from model.multimnist import fixed_test_pairs
+
+    x, y = mnist_test_digits
+    lone = [side_by_side(cv2.resize(x[i] / 255.0, (140, 140), interpolation=cv2.INTER_LINEAR)) for i in range(300)]
+    assert lone.count(None) == 300
+    pairs = fixed_test_pairs(torch.from_numpy(x[:2000] / 255.0).float().unsqueeze(1), torch.from_numpy(y[:2000].copy()), 300)
+    assert all(side_by_side(p[0].numpy()) is None for p in pairs.image)
+
+
+def test_a_broken_stroke_or_a_dot_beside_a_digit_is_one_digit():
+    ink = np.zeros((100, 100), np.float32)
+    ink[10:90, 40:46] = 1.0
+    ink[10:90, 48:54] = 1.0  # a stroke broken along its length by a 2 px band: narrower than SIDE_GAP of its height
+    assert side_by_side(ink) is None
+    ink[50:56, 80:86] = 1.0  # a dot well apart: too short to be a digit (SIDE_SPAN), and too little ink (SIDE_MASS)
+    assert side_by_side(ink) is None
+
+
+def test_a_canvas_drawing_of_two_digits_side_by_side_is_thinned_to_a_digits_strokes(mnist_test_digits):
+    """The page's pen is as wide whatever is drawn: two digits on halves of the canvas have strokes twice as wide for
+    their size as one digit drawn over the whole of it. Laid over each other, their strokes are worn down to about the
+    width of a full-size drawing's (stroke_width over the digit's longer side); a full-size drawing is left as it is."""
+    from model.pen_strokes import PAGE_SIDE, PEN, place, render, trace
+
+    x, _ = mnist_test_digits
+
+    def share(ink: np.ndarray) -> float:
+        mask = (ink > 0.5).astype(np.uint8)
+        rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+        return stroke_width(mask) / max(rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1)
+
+    for i in range(5):
+        full = render(place(trace(x[i] / 255.0), 28 / 36, 0, 0), PAGE_SIDE, PEN)
+        half = render(place(trace(x[i] / 255.0), 0.45, 0, 0), PAGE_SIDE, PEN)
+        assert np.array_equal(thinned(full), full)
+        assert share(half) > BOLD_STROKE and abs(share(thinned(half)) - share(full)) < 0.03, i
+
+
+def test_the_search_in_a_photo_keeps_a_second_digit_only_for_two_digits(mnist_test_digits):
+    """The one-digit search keeps the strongest digit on the page and drops another one written well apart from it; for
+    the two-digit network it keeps both."""
+    x, _ = mnist_test_digits
+    paper = _apart(x[7], x[8], gap=12)
+    ink_one, ink_two = find_digit(paper), find_digit(paper, digits=2)
+    half = paper.shape[1] // 2
+    assert (ink_one[:, :half].sum() > 0) != (ink_one[:, half:].sum() > 0)
+    assert ink_two[:, :half].sum() > 0 and ink_two[:, half:].sum() > 0
