@@ -3,7 +3,9 @@
 - docs/screenshot.png: the whole page after a person has drawn an MNIST test digit on it (its strokes traced by
   model/pen_strokes.py and drawn with the mouse);
 - docs/pairs.png: section 7 after two test digits were drawn over each other, the first in red and the second in
-  green: the first such pair of a seeded list that the network names both digits of.
+  green: the first such pair of a seeded list that the network names both digits of;
+- docs/pairs-apart.png: section 7 after two test digits were written side by side, each on its own half of the canvas
+  (docs/multimnist.md): the first such pair of the same list named right.
 
 Each PNG carries the versions of the networks it shows (text chunks `capsnet` and `multimnist`), so that a test can
 tell a screenshot of weights that are no longer committed (tests/harness/test_screenshots.py).
@@ -26,6 +28,8 @@ from harness.server import REPO, Server
 from model import MNIST_DIR
 from model.idx import load_mnist
 from model.pen_strokes import place, trace
+
+APART_SCALE = 0.45  # a digit written beside another on the page's canvas: its 28 px frame this share of the canvas wide
 
 log = logging.getLogger("harness.screenshots")
 
@@ -65,8 +69,9 @@ def whole_page(page: Any, digit: Any, out: Path) -> None:
     page.screenshot(path=str(out), full_page=True)
 
 
-def section_7(page: Any, x: Any, y: Any, out: Path) -> list[int]:
-    """Draw test pairs until one is named right; its section shot. Returns the pair's labels."""
+def section_7(page: Any, x: Any, y: Any, out: Path, apart: bool = False) -> list[int]:
+    """Draw test pairs until one is named right, over each other or (`apart`) side by side; its section shot. Returns the
+    pair's labels."""
     items = pair_items(x, y, PAIR_TRIES, PAIR_SEED)[PAIR_TRIES:]
     page.get_by_test_id("pair-canvas").scroll_into_view_if_needed()
     for item in items:
@@ -75,7 +80,11 @@ def section_7(page: Any, x: Any, y: Any, out: Path) -> list[int]:
         for k, (d, (dy, dx)) in enumerate(zip(item["digits"], item["shifts"])):
             if k:
                 page.get_by_test_id("pair-ink-2").click()
-            draw(page, place(trace(x[d] / 255.0), 28 / CANVAS, dx / CANVAS, dy / CANVAS), steps=1, canvas="pair-canvas")
+            if apart:
+                strokes = place(trace(x[d] / 255.0), APART_SCALE, (k - 0.5) * APART_SCALE, dy / 2 / CANVAS)
+            else:
+                strokes = place(trace(x[d] / 255.0), 28 / CANVAS, dx / CANVAS, dy / CANVAS)
+            draw(page, strokes, steps=1, canvas="pair-canvas")
         # answered (ranked is set by any answer, "no digits" included; a clear empties it), then settled
         page.wait_for_function("() => !!document.querySelector('[data-testid=\"pair-verdict\"]').dataset.ranked")
         _settled(page, "pair-verdict")
@@ -93,7 +102,7 @@ def take(out: Path, data: Path, weights: Path = REPO / "weights") -> dict[str, P
 
     x, y = load_mnist(data, "test")
     networks = versions(weights)
-    shots = {"page": out / "screenshot.png", "pairs": out / "pairs.png"}
+    shots = {"page": out / "screenshot.png", "pairs": out / "pairs.png", "pairs_apart": out / "pairs-apart.png"}
     server = Server({"CAPSNET_LOG_LEVEL": "warning", "CAPSNET_MNIST_DIR": str(data.resolve())}, weights=weights).wait_ready(120)
     try:
         with sync_playwright() as p:
@@ -106,8 +115,10 @@ def take(out: Path, data: Path, weights: Path = REPO / "weights") -> dict[str, P
             if "multimnist" in networks:
                 labels = section_7(page, x, y, shots["pairs"])
                 log.info("section 7: the test pair %s drawn and named", labels)
+                labels = section_7(page, x, y, shots["pairs_apart"], apart=True)
+                log.info("section 7: the test pair %s written apart and named", labels)
             else:
-                del shots["pairs"]
+                del shots["pairs"], shots["pairs_apart"]
             browser.close()
     finally:
         server.stop()
@@ -119,7 +130,7 @@ def take(out: Path, data: Path, weights: Path = REPO / "weights") -> dict[str, P
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=REPO / "docs", help="where screenshot.png and pairs.png go")
+    p.add_argument("--out", type=Path, default=REPO / "docs", help="where screenshot.png, pairs.png and pairs-apart.png go")
     p.add_argument("--data", type=Path, default=Path(MNIST_DIR), help="MNIST's IDX files (the test digits drawn)")
     args = p.parse_args(argv)
     for name, path in take(args.out, args.data).items():
