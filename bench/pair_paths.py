@@ -31,7 +31,7 @@ import numpy as np
 import onnxruntime as ort
 from PIL import Image
 
-from harness.pen_paths import pair_items
+from harness.pen_paths import apart_strokes, pair_items
 from model import MNIST_DIR, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE, honesty_sets
 from model.idx import load_mnist
 from model.pair_rule import (
@@ -64,7 +64,6 @@ SEEDS = {"calibration": 11, "held_out": 2017}
 NON_DIGITS = ("glyphs_clean", "glyphs_photo", "scribbles", "noise")
 TURNED_AWAY = 0.0025  # the share of real inputs of each path the digits-at-all rule may turn away (on the calibration digits)
 APART_GAPS = (0, 4, 8)  # px between the 28 px frames of two digits written apart: their ink about 8 to 16 px apart
-APART_SCALE = 0.45  # a digit's 28 px frame drawn apart on the page's canvas: this share of its width, one on each half
 
 
 def _composite(x: np.ndarray, item: dict) -> np.ndarray:
@@ -114,20 +113,18 @@ def inputs(x: np.ndarray, items: list[dict], box: int, digit_box: int) -> dict[s
 
 def apart(x: np.ndarray, items: list[dict], box: int, digit_box: int) -> dict[str, np.ndarray]:
     """{path: [N,1,36,36]} for pairs written apart, side by side in the order of their digits, the k-th APART_GAPS[k % 3]
-    apart: uploaded as one picture of both (ink on paper), and drawn on the page's canvas, each digit on its own half."""
+    apart: uploaded as one picture of both (ink on paper), and drawn on the page's canvas, each digit on its own half
+    (harness.pen_paths.apart_strokes); each digit down by half its row shift, at MNIST's scale, either way."""
     uploads, drawings = [], []
     for k, it in enumerate(items):
         gap = APART_GAPS[k % len(APART_GAPS)]
-        (a, b), (dy_a, dy_b) = it["digits"], (int(it["shifts"][0][0]), int(it["shifts"][1][0]))
-        row = np.zeros((28 + 8, 56 + gap), np.float32)  # each digit up or down by its shift, as it might be written
-        row[4 + dy_a // 2 : 32 + dy_a // 2, :28] = x[a] / 255.0
-        row[4 + dy_b // 2 : 32 + dy_b // 2, 28 + gap :] = np.maximum(row[4 + dy_b // 2 : 32 + dy_b // 2, 28 + gap :], x[b] / 255.0)
+        row = np.zeros((28 + 8, 56 + gap), np.float32)
+        for d, (dy, _), left in zip(it["digits"], it["shifts"], (0, 28 + gap), strict=True):
+            top = 4 + int(dy) // 2
+            row[top : top + 28, left : left + 28] = np.maximum(row[top : top + 28, left : left + 28], x[d] / 255.0)
         uploads.append(_upload(row, k, box, digit_box))
-        half = APART_SCALE / 2 + gap / 56 * APART_SCALE / 2
-        strokes = place_strokes(trace(x[a] / 255.0), APART_SCALE, -half, dy_a / 56) + place_strokes(
-            trace(x[b] / 255.0), APART_SCALE, half, dy_b / 56
-        )
-        drawings.append(drawing_to_mnist(render(strokes, PAGE_SIDE, PEN), CANVAS, box, digit_box))
+        strokes = apart_strokes([x[d] for d in it["digits"]], it["shifts"], gap)
+        drawings.append(drawing_to_mnist(render(strokes[0] + strokes[1], PAGE_SIDE, PEN), CANVAS, box, digit_box))
     return {"upload": np.stack(uploads)[:, None], "canvas": np.stack(drawings)[:, None]}
 
 
@@ -256,16 +253,19 @@ def _apart_figures(
     decoder: ort.InferenceSession,
     entry: dict,
     choice: PairChoice | None,
+    digits: PairRule | None,
 ) -> dict:
-    """The pairs among `items` written apart (`apart`), read by the card's rule and choice on the path each came by."""
+    """The pairs among `items` written apart (`apart`), read by the card's rules (one or two, digits at all) and its
+    choice on the path each came by."""
     pairs = [it for it in items if len(it["labels"]) == 2]
     out = {}
     for path, images in apart(x, pairs, box, digit_box).items():
         ran = with_third(decoder, run(session, images))
-        two = _called_two(entry["second_digit"], signals(ran["lengths"], ran["reconstructions"], images), path)
+        sig = signals(ran["lengths"], ran["reconstructions"], images)
+        present = _present(digits, {path: with_digits(sig, ran["lengths"], ran["poses"])})[path]
         with warnings.catch_warnings():  # the lone digits' shares of none
             warnings.simplefilter("ignore", RuntimeWarning)
-            f = figures(pairs, ran, two, read=chosen(choice, ran, images))
+            f = figures(pairs, ran, _called_two(entry["second_digit"], sig, path), present, chosen(choice, ran, images))
         out[path] = {k: v for k, v in f.items() if not k.startswith("lone")}
     return out
 
@@ -306,11 +306,11 @@ def measure(weights: Path, data: Path, n: int = 400, calibrate: bool = False) ->
             p: figures(items, runs[p], _called_two(entry["second_digit"], sig[p], p), present[p], chosen(card_choice, runs[p], by_path[p]))
             for p in PATHS
         }
+        result["apart"] = _apart_figures(x, items, box, digit_box, session, decoder, entry, card_choice, card_digits)
     except ValueError as e:  # a rule fitted on other signals: calibrating replaces it, anything else must not measure it
         if not calibrate:
             raise
         result["card_rule"] = {"skipped": str(e)}
-    result["apart"] = _apart_figures(x, items, box, digit_box, session, decoder, entry, card_choice)
     traced = traced_pixels(x, items)
     traced_run = run(session, traced)
     traced_sig = signals(traced_run["lengths"], traced_run["reconstructions"], traced)

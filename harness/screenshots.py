@@ -23,13 +23,11 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from harness.page import CHROMIUM, LAUNCH_ARGS, draw
-from harness.pen_paths import pair_items
+from harness.pen_paths import apart_strokes, pair_items
 from harness.server import REPO, Server
 from model import MNIST_DIR
 from model.idx import load_mnist
 from model.pen_strokes import place, trace
-
-APART_SCALE = 0.45  # a digit written beside another on the page's canvas: its 28 px frame this share of the canvas wide
 
 log = logging.getLogger("harness.screenshots")
 
@@ -77,14 +75,16 @@ def section_7(page: Any, x: Any, y: Any, out: Path, apart: bool = False) -> list
     for item in items:
         page.get_by_test_id("pair-clear").click()
         page.get_by_test_id("pair-ink-1").click()
-        for k, (d, (dy, dx)) in enumerate(zip(item["digits"], item["shifts"])):
+        if apart:  # their frames 4 px apart at MNIST's scale
+            strokes = apart_strokes([x[d] for d in item["digits"]], item["shifts"], 4)
+        else:
+            strokes = [
+                place(trace(x[d] / 255.0), 28 / CANVAS, dx / CANVAS, dy / CANVAS) for d, (dy, dx) in zip(item["digits"], item["shifts"])
+            ]
+        for k, digit in enumerate(strokes):
             if k:
                 page.get_by_test_id("pair-ink-2").click()
-            if apart:
-                strokes = place(trace(x[d] / 255.0), APART_SCALE, (k - 0.5) * APART_SCALE, dy / 2 / CANVAS)
-            else:
-                strokes = place(trace(x[d] / 255.0), 28 / CANVAS, dx / CANVAS, dy / CANVAS)
-            draw(page, strokes, steps=1, canvas="pair-canvas")
+            draw(page, digit, steps=1, canvas="pair-canvas")
         # answered (ranked is set by any answer, "no digits" included; a clear empties it), then settled
         page.wait_for_function("() => !!document.querySelector('[data-testid=\"pair-verdict\"]').dataset.ranked")
         _settled(page, "pair-verdict")

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from model import DECODER_FILE, FP32_FILE, INT8_FILE, MNIST_DIR
+from model import DECODER_FILE, FP32_FILE, INT8_FILE, MNIST_DIGIT_BOX, MNIST_DIR
 from model.capsnet import CapsNet, CapsNetConfig, count_parameters
 from model.cli import log_to_console
 from model.decoder_layout import tensors as decoder_tensors
@@ -186,7 +186,7 @@ def build_card(
         "version": f"{epochs}ep-{sha256(capsnet_path)[:8]}",
         "paper": "Sabour, Frosst & Hinton, Dynamic Routing Between Capsules, NeurIPS 2017",
         **common,
-        "input": {**common["input"], "normalisation": "none (MNIST bytes / 255)", "mnist_digit_box": 20},
+        "input": {**common["input"], "normalisation": "none (MNIST bytes / 255)", "mnist_digit_box": MNIST_DIGIT_BOX},
         "outputs": {
             "lengths": ["N", cfg.num_classes],
             "poses": ["N", cfg.num_classes, cfg.digit_dim],

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from model import MNIST_DIR, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
+from model import MNIST_DIGIT_BOX, MNIST_DIR, MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
 from model.capsnet import CapsNet
 from model.cli import log_to_console
 from model.data import load_tensors
@@ -175,7 +175,7 @@ def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, t
             **common["input"],
             "pair_box": pair_box,  # an upload's two digits are scaled so that their ink's longer side is this (the service)
             "max_shift": MAX_SHIFT,  # how pairs are made (model/multimnist.py); the service's random test pairs follow it
-            "mnist_digit_box": 20,  # each digit of a pair is an MNIST digit, fit to this box (two written apart are laid over so)
+            "mnist_digit_box": MNIST_DIGIT_BOX,  # each digit of a pair is an MNIST digit: two written apart are laid over so
         },
         "outputs": {
             "lengths": ["N", cfg.num_classes],

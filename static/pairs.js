@@ -277,8 +277,8 @@ export function createPairs(opts) {
       var image = exportCanvas.toDataURL("image/png");
       var inks = null;
       if (!state.sample) {
-        var strokes = state.strokes.slice();
-        inks = { strokes: strokes, frame: inputFrame(c.getImageData(0, 0, EXPORT_SIZE, EXPORT_SIZE).data, pairBox), apart: apartFrames(c, strokes) };
+        var strokes = state.strokes.slice(), drawn = c.getImageData(0, 0, EXPORT_SIZE, EXPORT_SIZE).data;
+        inks = { strokes: strokes, frame: inputFrame(drawn, pairBox), apart: apartFrames(c, drawn, strokes) };
       }
       return { path: PREDICT, body: { image: image, source: "canvas" }, inks: inks };
     });
@@ -313,26 +313,73 @@ export function createPairs(opts) {
   }
 
   // Two digits written apart, one in each ink: the server lays them over each other (preprocess.fit_pair), each fit to
-  // one digit's box and moved sideShift px back towards its side, so each ink has a frame of its own. Apart as the
-  // server tells it: a band between the inks at least sideGap of their height (side by side) or width (one above the
-  // other). Null when they are not apart, or an ink is missing. Repaints `c`.
-  function apartFrames(c, strokes) {
+  // one digit's box and moved sideShift px back towards its side, so each ink has a frame of its own. Where the server
+  // splits the drawing is found here by its own rule (preprocess.side_by_side) on the same alpha: a band of empty
+  // columns (or rows) at least sideGap of the ink's height (width), sideMass of the ink on each side, each side
+  // sideSpan of the whole's height (width). Null when there is no such band, or an ink lies on both sides of it (then
+  // the whole drawing's frame is the best guess). Repaints `c`.
+  var sideMass = parseFloat(root.dataset.sideMass), sideSpan = parseFloat(root.dataset.sideSpan);
+  function splitOf(rgba) {
+    var n = EXPORT_SIZE, colMass = new Float64Array(n), rowMass = new Float64Array(n), total = 0;
+    var colRows = [], rowCols = []; // for each column (row), the first and last row (column) with ink
+    for (var i = 0; i < n; i++) { colRows.push([n, -1]); rowCols.push([n, -1]); }
+    for (var y = 0; y < n; y++) {
+      for (var x = 0; x < n; x++) {
+        var a = rgba[4 * (y * n + x) + 3] / 255;
+        total += a; colMass[x] += a; rowMass[y] += a;
+        if (a > 0.1) {
+          colRows[x][0] = Math.min(colRows[x][0], y); colRows[x][1] = Math.max(colRows[x][1], y);
+          rowCols[y][0] = Math.min(rowCols[y][0], x); rowCols[y][1] = Math.max(rowCols[y][1], x);
+        }
+      }
+    }
+    function along(mass, spans) { // the cut along one axis, or -1
+      var filled = [];
+      for (var i = 0; i < n; i++) if (spans[i][1] >= 0) filled.push(i);
+      if (filled.length < 2) return -1;
+      var lo = n, hi = -1;
+      filled.forEach(function (i) { lo = Math.min(lo, spans[i][0]); hi = Math.max(hi, spans[i][1]); });
+      var extent = hi - lo + 1, gaps = [];
+      for (var k = 0; k + 1 < filled.length; k++) gaps.push({ width: filled[k + 1] - filled[k] - 1, cut: filled[k] + 1 });
+      gaps.sort(function (p, q) { return q.width - p.width; });
+      for (var g = 0; g < gaps.length && gaps[g].width >= sideGap * extent; g++) {
+        var cut = gaps[g].cut, before = 0, side = [[n, -1], [n, -1]];
+        for (var j = 0; j < n; j++) {
+          if (j < cut) before += mass[j];
+          if (spans[j][1] < 0) continue;
+          var s = side[j < cut ? 0 : 1];
+          s[0] = Math.min(s[0], spans[j][0]); s[1] = Math.max(s[1], spans[j][1]);
+        }
+        if (Math.min(before, total - before) < sideMass * total) continue;
+        if (Math.min(side[0][1] - side[0][0] + 1, side[1][1] - side[1][0] + 1) < sideSpan * extent) continue;
+        return cut;
+      }
+      return -1;
+    }
+    var cut = along(colMass, colRows);
+    if (cut >= 0) return { across: "x", cut: cut };
+    cut = along(rowMass, rowCols);
+    return cut >= 0 ? { across: "y", cut: cut } : null;
+  }
+
+  function apartFrames(c, rgba, strokes) {
+    var split = splitOf(rgba);
+    if (!split) return null;
     var frames = [0, 1].map(function (k) {
       c.clearRect(0, 0, EXPORT_SIZE, EXPORT_SIZE);
       drawStrokes(c, EXPORT_SIZE, strokes.filter(function (s) { return s.ink === k; }), function () { return "#111418"; });
       return inputFrame(c.getImageData(0, 0, EXPORT_SIZE, EXPORT_SIZE).data, digitBox);
     });
-    var a = frames[0], b = frames[1];
-    if (!a || !b) return null;
-    var height = Math.max(a.bottom, b.bottom) - Math.min(a.top, b.top) + 1, width = Math.max(a.right, b.right) - Math.min(a.left, b.left) + 1;
-    var across = Math.max(b.left - a.right, a.left - b.right) - 1 >= sideGap * height ? "x"
-      : Math.max(b.top - a.bottom, a.top - b.bottom) - 1 >= sideGap * width ? "y" : null;
-    if (!across) return null;
-    var firstIsA = across === "x" ? a.left < b.left : a.top < b.top;
-    [a, b].forEach(function (f, k) {
-      var by = (k === 0) === firstIsA ? -sideShift : sideShift;
-      f.dx = across === "x" ? by : 0;
-      f.dy = across === "y" ? by : 0;
+    if (!frames[0] || !frames[1]) return null;
+    var side = frames.map(function (f) { // 0: before the cut, 1: after it, -1: across it
+      var lo = split.across === "x" ? f.left : f.top, hi = split.across === "x" ? f.right : f.bottom;
+      return hi < split.cut ? 0 : lo >= split.cut ? 1 : -1;
+    });
+    if (side[0] < 0 || side[1] < 0 || side[0] === side[1]) return null;
+    frames.forEach(function (f, k) {
+      var by = side[k] === 0 ? -sideShift : sideShift;
+      f.dx = split.across === "x" ? by : 0;
+      f.dy = split.across === "y" ? by : 0;
     });
     return frames;
   }

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from model import FP32_FILE
+from model import FP32_FILE, MNIST_DIGIT_BOX
 from model.digit_rule import SIGNAL_NAMES, Scorer, judge
 from model.pair_rule import DIGITS_SIGNAL_NAMES, PairChoice, PairRule, with_digits
 from model.pair_rule import signals as pair_signals
@@ -116,7 +116,9 @@ class RoutingTrace(_Section):
 class PairInput(_Section):
     pair_box: int  # an upload's two digits together are scaled so that their ink's longer side is this
     max_shift: int  # each digit of a pair is shifted up to this many px each way from the canvas centre
-    mnist_digit_box: int  # each digit of a pair is an MNIST digit fit to this box: two written apart are laid over so
+    # each digit of a pair is an MNIST digit fit to this box: two written apart are laid over so (a card from before it
+    # was written down holds MNIST's own)
+    mnist_digit_box: int = MNIST_DIGIT_BOX
 
 
 class SecondDigit(_Section):

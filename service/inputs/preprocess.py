@@ -32,13 +32,14 @@ INK_LIKE_SPREAD = 0.5  # six "noise" sigmas past half the ink range: that spread
 MIN_PEAK = 0.3  # the digit's strongest stroke has at least this contrast: fainter marks are paper texture, not a digit
 GROUP_MARGIN = 0.4  # other components within this fraction of the main one's size belong to the same digit (a 5's flag)
 GROUP_MIN_MASS = 0.05  # ... when they carry at least this share of its ink (smaller ones are specks)
-SECOND_MIN_MASS = 0.2  # looking for two digits: the strongest group beside the first is the second when it has this share of its ink
+SECOND_MIN_MASS = 0.2  # looking for two digits: the strongest component beside the first group, when it has this share of its ink
 SIDE_GAP = 0.15  # two digits side by side: a band of empty columns (or rows) at least this share of the ink's height (width) ...
 SIDE_MASS = 0.15  # ... with at least this share of the ink on each side ...
 SIDE_SPAN = 0.5  # ... and each side spanning this share of the whole's height (width): a digit, not a dot or a dash
 SIDE_SHIFT = 2  # px each of two digits written side by side is laid from the centre, towards its side
 BOLD_STROKE = 0.13  # strokes this wide for a digit's longer side (stroke_width; MNIST's 0.07-0.13, the page's pen 0.10-0.12) ...
-THIN_STROKE = 0.07  # ... are worn down aiming at this, which leaves the page's half-size digits at 0.10-0.11, as its full-size ones
+THIN_STROKE = 0.08  # ... are worn down aiming at this, which leaves the page's half-size digits at 0.10-0.12, as its full-size ones
+THIN_SIDE = 112  # px: the longer side a digit is worn down at, at most (four times MNIST's frame)
 MIN_MARK_PX = 12  # fewer pixels than this is a speck of dust or a hot pixel: the smallest MNIST digit has 45 of 784 ...
 MIN_MARK_SHARE = 3e-4  # ... and in a large frame, fewer than this share of it (a photographed digit covers 0.28% or more)
 SOFT_EDGE = 0.3  # on a thumbnail, a stroke's edge climbs at least this share of its contrast per pixel ...
@@ -228,8 +229,8 @@ def ink_mask(signed: np.ndarray) -> np.ndarray:
 
 def strongest_group(signed: np.ndarray, digits: int = 1) -> tuple[np.ndarray, np.ndarray] | None:
     """The strongest group of ink components as a mask, with the ink mask it came from; None when there is none. With
-    `digits` 2, the strongest group beside it too, when it carries a real share of ink (SECOND_MIN_MASS): two digits
-    written side by side are two groups, where an overlapping pair is one.
+    `digits` 2, a second group too: the strongest component outside the first, when it carries SECOND_MIN_MASS of the
+    first's strongest component's ink, with those near it: two digits written apart are two groups, an overlapping pair one.
 
     Strongest: the most strong ink (contrast summed over the component's pixels of at least half the image's peak
     contrast). Dropped: frame edges (thin components along a
@@ -472,20 +473,22 @@ def side_by_side(ink: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
     total = float(ink.sum())
     for axis, filled, across in ((1, cols, rows), (0, rows, cols)):
         gaps = np.diff(filled) - 1
-        k = int(gaps.argmax())
         extent = int(across[-1] - across[0] + 1)
-        if gaps[k] < SIDE_GAP * extent:
-            continue
-        cut = int(filled[k]) + 1
-        first, second = ink.copy(), ink.copy()
-        first[(slice(None),) * axis + (slice(cut, None),)] = 0.0
-        second[(slice(None),) * axis + (slice(None, cut),)] = 0.0
-        if min(float(first.sum()), float(second.sum())) < SIDE_MASS * total:
-            continue
-        spans = [np.flatnonzero((part > INK_THRESHOLD).any(axis)) for part in (first, second)]
-        if min(int(sp[-1] - sp[0] + 1) for sp in spans) < SIDE_SPAN * extent:
-            continue
-        return first, second, axis
+        # every band wide enough, the widest first: a stray dot or dash apart from the digits leaves a band that fails
+        # the checks below, and the one between the digits may be narrower
+        for k in np.argsort(-gaps, kind="stable"):
+            if gaps[k] < SIDE_GAP * extent:
+                break
+            cut = int(filled[k]) + 1
+            first, second = ink.copy(), ink.copy()
+            first[(slice(None),) * axis + (slice(cut, None),)] = 0.0
+            second[(slice(None),) * axis + (slice(None, cut),)] = 0.0
+            if min(float(first.sum()), float(second.sum())) < SIDE_MASS * total:
+                continue
+            spans = [np.flatnonzero((part > INK_THRESHOLD).any(axis)) for part in (first, second)]
+            if min(int(sp[-1] - sp[0] + 1) for sp in spans) < SIDE_SPAN * extent:
+                continue
+            return first, second, axis
     return None
 
 
@@ -504,17 +507,21 @@ def thinned(ink: np.ndarray) -> np.ndarray:
     """One digit's ink with strokes over BOLD_STROKE of its size worn down to about THIN_STROKE (a grey erosion, soft edges
     kept). Why: a pen is as wide whatever is drawn with it, so two digits written side by side on the page's canvas are
     each half the size of one and their strokes twice as wide beside them; scaled up to a digit's box they are bolder
-    than any digit the network was trained on, and it read 66% of such pairs against 91% drawn with a pen half as wide."""
-    mask = (ink > 0.5).astype(np.uint8)
+    than any digit the network was trained on, and it read 66% of such pairs against 91% drawn with a pen half as wide.
+    Worn down on a copy cropped to the digit and at most THIN_SIDE px, so the erosion stays small on a large photo."""
+    mask = ink > INK_THRESHOLD
     rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
     if rows.size < 2 or cols.size < 2:
         return ink
-    side = max(rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1)
-    width = stroke_width(mask)
-    if width <= BOLD_STROKE * side:
-        return ink
-    r = round((width - THIN_STROKE * side) / 2)
-    return cv2.erode(ink, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))) if r >= 1 else ink
+    crop = ink[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+    if (scale := THIN_SIDE / max(crop.shape)) < 1:
+        crop = resize_bilinear(crop, max(1, round(crop.shape[0] * scale)), max(1, round(crop.shape[1] * scale)))
+    solid = (crop > 0.5).astype(np.uint8)
+    width = stroke_width(solid)
+    if width <= BOLD_STROKE * max(crop.shape):
+        return crop
+    r = round((width - THIN_STROKE * max(crop.shape)) / 2)
+    return cv2.erode(crop, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))) if r >= 1 else crop
 
 
 def fit_pair(ink: np.ndarray, size: int, box: int, digit_box: int) -> np.ndarray:

@@ -12,7 +12,7 @@ from service.atlas import Atlas
 from service.deps import ReadyDep
 from service.engine.decoder_files import DecoderFile
 from service.engine.two_digit import NAME
-from service.inputs.preprocess import SIDE_GAP, SIDE_SHIFT
+from service.inputs.preprocess import SIDE_GAP, SIDE_MASS, SIDE_SHIFT, SIDE_SPAN
 from service.state import AppState
 
 router = APIRouter(tags=["page"])
@@ -42,6 +42,8 @@ async def index(request: Request, state: ReadyDep) -> HTMLResponse:
         # two digits written apart, laid over each other: the page frames each ink as the server does (preprocess.fit_pair)
         "pair_digit_box": state.pair_engine.card.input.mnist_digit_box if state.pair_engine is not None else None,
         "side_gap": SIDE_GAP,
+        "side_mass": SIDE_MASS,
+        "side_span": SIDE_SPAN,
         "side_shift": SIDE_SHIFT,
         "pair_score": state.pair_engine.card.test if state.pair_engine is not None and state.pair_engine.card.test is not None else None,
         # the same test pairs as the service reads them (its pair choice), beside the paper's measure, the two longest

@@ -62,9 +62,9 @@ def test_the_paths_draw_the_same_digits_as_the_network_sees_them() -> None:
 
 
 def test_pairs_written_apart_are_read_as_well_as_pairs_drawn_over_each_other(measured) -> None:
-    """The held-out pairs written side by side, uploaded and drawn on the canvas: both named about as often as the same
-    pairs drawn over each other (written apart: 91.5% uploaded, 88.0% drawn of 400, BENCHMARKS.md), where the one-digit
-    framing named both of 0.5% and 3%."""
+    """The held-out pairs written side by side, uploaded and drawn on the canvas, both named at floors set from the 400
+    of BENCHMARKS.md (there as often as the same pairs drawn over each other), where the one-digit framing named both of
+    0.5% and 3%."""
     result, _ = measured
     for path, at_least in (("upload", 0.9), ("canvas", 0.85)):
         got = result["apart"][path]

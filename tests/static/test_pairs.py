@@ -266,10 +266,8 @@ def test_two_digits_written_side_by_side_are_read_and_each_redrawn_in_its_ink(se
     half of the canvas (as bench/pair_paths.apart draws them), red then green, sometimes the red one on the right. The
     service lays them over each other as MultiMNIST's pairs are; the page names both for most pairs (the canvas set
     written apart: 88% of 400, BENCHMARKS.md), and each digit it names is redrawn in the colour of the ink it was drawn in."""
-    from bench.pair_paths import APART_SCALE
-    from harness.pen_paths import pair_items
+    from harness.pen_paths import apart_strokes, pair_items
     from model.idx import load_mnist
-    from model.pen_strokes import place, trace
     from tests.needs import need_mnist
 
     page, _ = session
@@ -277,10 +275,11 @@ def test_two_digits_written_side_by_side_are_read_and_each_redrawn_in_its_ink(se
     both = coloured = 0
     for k, item in enumerate(pair_items(x, y, 6, seed=5)[6:]):  # six pairs
         red, green = item["digits"]
-        side = -1 if k % 2 == 0 else 1  # where the red digit is: left, then right
-        strokes = [place(trace(x[d] / 255.0), APART_SCALE, s * APART_SCALE / 2, 0.0) for d, s in ((red, side), (green, -side))]
+        red_left = k % 2 == 0  # the red digit on the left, then on the right
+        order, shifts = ((red, green), item["shifts"]) if red_left else ((green, red), item["shifts"][::-1])
+        left, right = apart_strokes([x[d] for d in order], shifts, 4 * (k % 3))
         page.get_by_test_id("pair-clear").click()
-        draw_two(page, strokes[0], strokes[1])
+        draw_two(page, *((left, right) if red_left else (right, left)))
         named = sorted(int(d) for d in predictions(page).split(",") if d)
         if named == sorted([int(y[red]), int(y[green])]):
             both += 1

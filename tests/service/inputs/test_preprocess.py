@@ -280,8 +280,8 @@ def test_two_digits_written_apart_are_laid_over_each_other_as_multimnist_makes_i
 
 
 def test_one_digit_and_two_drawn_over_each_other_are_not_taken_apart(mnist_test_digits):
-    """A lone digit is not split in two, however its strokes lie, nor a pair drawn over each other (MultiMNIST's own
-    pairs), so both keep the framing the network was trained on."""
+    """Lone MNIST digits at a photo's size are not split in two, nor pairs drawn over each other (MultiMNIST's own), so
+    both keep the framing the network was trained on."""
     import torch
 
     from model.multimnist import fixed_test_pairs
@@ -293,13 +293,26 @@ def test_one_digit_and_two_drawn_over_each_other_are_not_taken_apart(mnist_test_
     assert all(side_by_side(p[0].numpy()) is None for p in pairs.image)
 
 
-def test_a_broken_stroke_or_a_dot_beside_a_digit_is_one_digit():
-    ink = np.zeros((100, 100), np.float32)
+def test_a_broken_stroke_a_dot_or_a_dash_beside_a_digit_is_one_digit():
+    ink = np.zeros((100, 140), np.float32)
     ink[10:90, 40:46] = 1.0
     ink[10:90, 48:54] = 1.0  # a stroke broken along its length by a 2 px band: narrower than SIDE_GAP of its height
     assert side_by_side(ink) is None
-    ink[50:56, 80:86] = 1.0  # a dot well apart: too short to be a digit (SIDE_SPAN), and too little ink (SIDE_MASS)
-    assert side_by_side(ink) is None
+    dot = ink.copy()
+    dot[50:56, 80:86] = 1.0  # a dot well apart: too little ink (SIDE_MASS)
+    assert side_by_side(dot) is None
+    dash = ink.copy()
+    dash[48:56, 80:130] = 1.0  # a dash with as much ink as a stroke, but no digit's height (SIDE_SPAN)
+    assert side_by_side(dash) is None
+
+
+def test_two_digits_apart_with_a_stray_dot_beyond_them_are_still_two():
+    """The widest band (between the second digit and a dot) fails the checks; the narrower one between the digits holds."""
+    ink = np.zeros((100, 200), np.float32)
+    ink[10:90, 20:26], ink[10:90, 60:66] = 1.0, 1.0  # two digits, 34 px apart
+    ink[50:54, 180:184] = 1.0  # a speck far to the right
+    first, second, axis = side_by_side(ink)
+    assert axis == 1 and first[:, :40].sum() == ink[:, :40].sum() and second[:, 40:].sum() == ink[:, 40:].sum()
 
 
 def test_a_canvas_drawing_of_two_digits_side_by_side_is_thinned_to_a_digits_strokes(mnist_test_digits):
@@ -318,8 +331,8 @@ def test_a_canvas_drawing_of_two_digits_side_by_side_is_thinned_to_a_digits_stro
     for i in range(5):
         full = render(place(trace(x[i] / 255.0), 28 / 36, 0, 0), PAGE_SIDE, PEN)
         half = render(place(trace(x[i] / 255.0), 0.45, 0, 0), PAGE_SIDE, PEN)
-        assert np.array_equal(thinned(full), full)
-        assert share(half) > BOLD_STROKE and abs(share(thinned(half)) - share(full)) < 0.03, i
+        assert share(full) <= BOLD_STROKE and abs(share(thinned(full)) - share(full)) < 0.015, i  # cropped and shrunk only
+        assert share(half) > BOLD_STROKE and abs(share(thinned(half)) - share(full)) < 0.025, i
 
 
 def test_the_search_in_a_photo_keeps_a_second_digit_only_for_two_digits(mnist_test_digits):

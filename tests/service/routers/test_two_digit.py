@@ -95,9 +95,9 @@ def test_two_digits_written_side_by_side_are_read_as_a_pair(client, mnist_test) 
 
 
 def test_photos_of_two_digits_written_side_by_side_are_read_as_a_pair(client, mnist_test) -> None:
-    """Phone photos of two test digits written apart on paper (tests/service/realworld.py: shaded, lined or stained paper,
-    pens and pencils, JPEG): the search keeps both digits and they are read as a pair (54 of 60 such photos,
-    BENCHMARKS.md's notes)."""
+    """Phone photos of two test digits written apart on paper (tests/service/realworld.py: shaded or lined paper, pens and
+    pencils, JPEG): the search keeps both digits and they are read as a pair (54 of 60 made the same way from other test
+    digits: BENCHMARKS.md's notes)."""
     from tests.service.realworld import photo_of_digit
 
     x, y = mnist_test
