@@ -49,6 +49,7 @@ from model.pair_rule import (
     floors,
     mistakes,
     signals,
+    third_redrawing,
     with_digits,
 )
 from model.pen_strokes import DRAWN_PEN, PAGE_SIDE, PEN, pen_digits, render, trace
@@ -182,10 +183,8 @@ def run(session: ort.InferenceSession, images: np.ndarray, batch: int = 100) -> 
 def with_third(decoder: ort.InferenceSession, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """`out` with the third-longest capsule's redrawing beside the network's two, "redrawings" [N,3,1,S,S]: what the
     pair choice weighs, as the service draws it (service/engine/two_digit.py)."""
-    lengths, poses = out["lengths"], out["poses"]
-    third = np.argsort(-lengths, axis=1, kind="stable")[:, 2]
-    drawn = decoder.run(None, {"digit": third.astype(np.int64), "pose": poses[np.arange(len(poses)), third]})[0]
-    return out | {"redrawings": np.concatenate([out["reconstructions"], drawn.reshape(len(lengths), 1, 1, *drawn.shape[-2:])], 1)}
+    third = third_redrawing(lambda d, p: decoder.run(None, {"digit": d, "pose": p})[0], out["lengths"], out["poses"])
+    return out | {"redrawings": np.concatenate([out["reconstructions"], third], 1)}
 
 
 def chosen(choice: PairChoice | None, out: dict[str, np.ndarray], images: np.ndarray) -> np.ndarray:

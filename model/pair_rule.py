@@ -39,7 +39,7 @@ turned away fewer letters at the same share of real inputs: BENCHMARKS.md, the n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -104,6 +104,14 @@ def choice_signals(lengths: np.ndarray, redrawings: np.ndarray, images: np.ndarr
             np.square(np.maximum(both - x, 0.0)).sum(1) / ink,
         ]
     return np.concatenate([np.stack(per_pair, 1), ranked], 1).astype(np.float32)
+
+
+def third_redrawing(reconstruct: Callable[[np.ndarray, np.ndarray], np.ndarray], lengths: np.ndarray, poses: np.ndarray) -> np.ndarray:
+    """The third-longest capsule's redrawing [N,1,1,S,S], beside the network's own two what `choice_signals` weighs.
+    `reconstruct`: the decoder, digits int64 [N] and poses [N,16] -> [N,1,S,S] (the service's engine, or a session)."""
+    third = np.argsort(-lengths, axis=1, kind="stable")[:, 2]
+    drawn = reconstruct(third.astype(np.int64), poses[np.arange(len(poses)), third])
+    return drawn.reshape(len(lengths), 1, *drawn.shape[1:])
 
 
 @dataclass(frozen=True)

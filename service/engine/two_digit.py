@@ -17,6 +17,7 @@ import numpy as np
 import onnxruntime as ort
 
 from model import MULTIMNIST_DECODER_FILE, MULTIMNIST_FILE
+from model.pair_rule import third_redrawing
 from service.engine.batcher import Inference
 from service.engine.card import ModelCard, PairCard, verify_files
 from service.engine.local import open_session, placed_providers
@@ -56,10 +57,7 @@ class PairEngine:
         choice weighs the pairs that the three longest make (model/pair_rule.py)."""
         out = self.run(images)
         if self.card.pair_choice is not None:
-            lengths, poses = out["lengths"], out["poses"]
-            third = np.argsort(-lengths, axis=1, kind="stable")[:, 2]
-            drawn = self.reconstruct(third.astype(np.int64), poses[np.arange(len(poses)), third])
-            out["third"] = drawn.reshape(len(images), 1, *out["reconstructions"].shape[2:])
+            out["third"] = third_redrawing(self.reconstruct, out["lengths"], out["poses"])
         return out
 
     async def predict(self, images: np.ndarray) -> Inference:

@@ -507,7 +507,8 @@ def thinned(ink: np.ndarray) -> np.ndarray:
     """One digit's ink with strokes over BOLD_STROKE of its size worn down to about THIN_STROKE (a grey erosion, soft edges
     kept). Why: a pen is as wide whatever is drawn with it, so two digits written side by side on the page's canvas are
     each half the size of one and their strokes twice as wide beside them; scaled up to a digit's box they are bolder
-    than any digit the network was trained on, and it read 66% of such pairs against 91% drawn with a pen half as wide.
+    than any digit the network was trained on: it read 67% of such pairs right, against 87.5% drawn with a pen 0.6 as wide
+    and 87.25% worn down (BENCHMARKS.md's notes).
     Worn down on a copy cropped to the digit and at most THIN_SIDE px, so the erosion stays small on a large photo."""
     mask = ink > INK_THRESHOLD
     rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
@@ -528,8 +529,8 @@ def fit_pair(ink: np.ndarray, size: int, box: int, digit_box: int) -> np.ndarray
     """Two digits' ink -> float32 [size,size] as MultiMNIST's pairs are made. Drawn over each other: the ink's longer
     side scaled to `box`, centred by mass. Written side by side (`side_by_side`): each digit fit to `digit_box` and
     centred by mass as MNIST's are (its strokes `thinned` if bold), then laid over the other, each moved SIDE_SHIFT px
-    back towards where it was written:
-    MultiMNIST lays two MNIST digits over each other, up to 4 px from the centre each, which is what the network reads."""
+    back towards where it was written: MultiMNIST lays two MNIST digits over each other, up to 4 px from the centre each,
+    which is what the network reads."""
     parts = side_by_side(ink)
     if parts is None:
         return fit_and_centre(ink, size, box)
