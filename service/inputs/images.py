@@ -68,13 +68,13 @@ def load_pixels(im: Image.Image, max_side: int) -> tuple[np.ndarray, np.ndarray 
 
 
 def load_alpha(im: Image.Image, max_side: int) -> np.ndarray | None:
-    """Only the alpha [H,W] that load_pixels gives, None for an image without one: a drawing's ink is its alpha, and
-    the float copy of the colour channels it never reads was a third of a canvas's decode (BENCHMARKS.md's notes)."""
+    """Only the alpha [H,W] that load_pixels gives, as 8-bit values (uint8; load_pixels' are these over 255), None for an
+    image without one: a drawing's ink is its alpha, and the float copy of the colour channels it never reads was a
+    third of a canvas's decode (BENCHMARKS.md's notes); preprocess.drawing_to_mnist makes floats of the ink's box alone."""
     im = decode(im, max_side)
     if not _has_alpha(im):
         return None
-    alpha = (im if im.mode in ("RGBA", "LA") else im.convert("RGBA")).getchannel("A")
-    return np.divide(np.asarray(alpha), np.float32(255.0), dtype=np.float32)
+    return np.asarray((im if im.mode in ("RGBA", "LA") else im.convert("RGBA")).getchannel("A"))
 
 
 def rgba8(im: Image.Image) -> np.ndarray | None:

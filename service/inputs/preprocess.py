@@ -437,15 +437,22 @@ def centre_of_mass(img: np.ndarray) -> tuple[float, float]:
     return float(rows @ np.arange(h, dtype=np.float64)) / total, float(cols @ np.arange(w, dtype=np.float64)) / total
 
 
+def ink_box(ink: np.ndarray, threshold: float) -> np.ndarray | None:
+    """The image cropped to the rows and columns that hold ink (values above `threshold`); None when none do."""
+    mask = ink > threshold
+    rows = np.flatnonzero(mask.any(1))
+    if not rows.size:
+        return None
+    cols = np.flatnonzero(mask.any(0))
+    return ink[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+
+
 def fit_and_centre(ink: np.ndarray, size: int = 28, box: int = 20) -> np.ndarray:
     """Crop to the ink, scale to fit box x box keeping aspect ratio, centre by mass in size x size."""
     out = np.zeros((size, size), dtype=np.float32)
-    mask = ink > INK_THRESHOLD
-    rows = np.flatnonzero(mask.any(1))
-    if not rows.size:
+    crop = ink_box(ink, INK_THRESHOLD)
+    if crop is None:
         return out
-    cols = np.flatnonzero(mask.any(0))
-    crop = ink[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
     h, w = crop.shape
     scale = box / max(h, w)
     nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
@@ -541,11 +548,19 @@ def fit_pair(ink: np.ndarray, size: int, box: int, digit_box: int) -> np.ndarray
 
 
 def drawing_to_mnist(alpha: np.ndarray, size: int = 28, box: int = 20, digit_box: int | None = None) -> np.ndarray:
-    """A drawing's alpha [H,W] in [0,1] (the ink: strokes opaque on a transparent ground) -> float32 [size,size] as MNIST
-    (`digit_box` given: as a MultiMNIST pair, `fit_pair`).
+    """A drawing's alpha [H,W] in [0,1], or 8-bit as decoded (the ink: strokes opaque on a transparent ground) -> float32
+    [size,size] as MNIST (`digit_box` given: as a MultiMNIST pair, `fit_pair`).
 
     Nothing to find: a canvas has no paper, light or specks to tell from the digit, so what was drawn is the digit (a
-    stray dot too, as the page's preview of the network's input shows). A fifth of a photo's cost (BENCHMARKS.md)."""
+    stray dot too, as the page's preview of the network's input shows). A fifth of a photo's cost (BENCHMARKS.md). An
+    8-bit alpha becomes floats within the ink's box only, the crop fit_and_centre starts from: a digit drawn on the
+    page's canvas covers a fraction of it, and the values are the same."""
+    if alpha.dtype == np.uint8:
+        if digit_box is None and max(alpha.shape) <= WORK_SIDE:  # no shrink to come, which would average across the box
+            alpha = ink_box(alpha, int(INK_THRESHOLD * 255.0))  # a byte above 25 is one above 0.1 once divided by 255
+            if alpha is None:
+                return np.zeros((size, size), dtype=np.float32)
+        alpha = np.divide(alpha, np.float32(255.0), dtype=np.float32)
     a = shrink(np.fmax(np.minimum(np.asarray(alpha, dtype=np.float32), 1.0), 0.0), WORK_SIDE)
     return fit_and_centre(a, size, box) if digit_box is None else fit_pair(a, size, box, digit_box)
 
@@ -560,11 +575,12 @@ def is_drawing(pixels: np.ndarray, alpha: np.ndarray) -> bool:
     if np.count_nonzero(alpha == 0) < DRAWING_GROUND * alpha.size:
         return False
     # the colours on every other row and column: a photo's grain or a second colour shows there as well, for a quarter
-    # of the gather (0.27 ms on a 280x280 canvas)
+    # of the gather (0.27 ms on a 280x280 canvas); and only the opaque ones become floats
     opaque = alpha[::2, ::2] >= 0.5 * top
     if not opaque.any():
         return not alpha.any()  # a blank canvas; faint marks alone are judged as any picture's
-    ink = to_grey(pixels[::2, ::2] / top)[opaque]
+    sample = pixels[::2, ::2][opaque] / top  # [k] grey or [k,3] colour
+    ink = sample if pixels.ndim == 2 else to_grey(sample[None])[0]
     return float(ink.max() - ink.min()) <= DRAWING_TOLERANCE
 
 

@@ -26,9 +26,10 @@ def _to_input(im: Image.Image, size: int, box: int, digit_box: int | None) -> np
     rgba = rgba8(im)
     if rgba is None:
         return to_mnist(*pixel_values(im), size, box, digit_box)
-    alpha = np.divide(rgba[..., 3], np.float32(255.0), dtype=np.float32)
-    if is_drawing(rgba[..., :3], rgba[..., 3]):
-        return drawing_to_mnist(alpha, size, box, digit_box)
+    alpha8 = np.ascontiguousarray(rgba[..., 3])  # read whole twice or more: a strided view costs each pass 3x
+    if is_drawing(rgba[..., :3], alpha8):
+        return drawing_to_mnist(alpha8, size, box, digit_box)
+    alpha = np.divide(alpha8, np.float32(255.0), dtype=np.float32)
     return picture_to_mnist(np.divide(rgba[..., :3], np.float32(255.0), dtype=np.float32), alpha, size, box, digit_box)
 
 

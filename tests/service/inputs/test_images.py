@@ -63,4 +63,5 @@ def test_a_drawings_alpha_is_the_one_every_upload_gets(mode):
     if mode == "RGB":
         assert alpha is None and full is None
     else:
-        assert alpha is not None and alpha.shape == (300, 250) and np.array_equal(alpha, full) and alpha.max() == 1.0
+        assert alpha is not None and alpha.shape == (300, 250) and alpha.dtype == np.uint8 and alpha.max() == 255
+        assert np.array_equal(np.divide(alpha, np.float32(255.0), dtype=np.float32), full)

@@ -241,6 +241,22 @@ def test_a_drawing_is_judged_alike_from_the_8_bit_values_an_upload_decodes_to():
     assert [is_drawing(*(np.round(x * 255).astype(np.uint8) for x in c)) for c in cases] == [True, True, True, False, False, False]
 
 
+@pytest.mark.parametrize("side", [280, 36, 1500])
+@pytest.mark.parametrize("digit_box", [None, 20])
+def test_a_drawing_reads_the_same_from_its_8_bit_alpha(side, digit_box):
+    """A drawing's 8-bit alpha as decoded, of which only the ink's box becomes floats, gives the input its alpha in [0,1]
+    gives: the page's canvas, a thumbnail, one larger than the search's working size, and a blank one, for one digit and
+    for two."""
+    _, alpha = _drawn()
+    alpha = cv2.resize(alpha, (side, side), interpolation=cv2.INTER_AREA)
+    a8 = np.round(alpha * 255).astype(np.uint8)
+    size, box = (28, 20) if digit_box is None else (36, 23)
+    for drawing in (a8, np.zeros_like(a8)):
+        read = drawing_to_mnist(drawing, size, box, digit_box)
+        assert np.array_equal(read, drawing_to_mnist(drawing / np.float32(255.0), size, box, digit_box))
+        assert read.sum() > 10 if drawing.any() else not read.any()
+
+
 # Two digits for the two-digit network (size 36, the card's pair box 23, an MNIST digit's box 20): drawn over each other
 # they are scaled together; written apart, as people write two digits, laid over each other as MultiMNIST's pairs are.
 PAIR_SIZE, PAIR_BOX, DIGIT_BOX = 36, 23, 20
