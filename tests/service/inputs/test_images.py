@@ -65,3 +65,58 @@ def test_a_drawings_alpha_is_the_one_every_upload_gets(mode):
     else:
         assert alpha is not None and alpha.shape == (300, 250) and alpha.dtype == np.uint8 and alpha.max() == 255
         assert np.array_equal(np.divide(alpha, np.float32(255.0), dtype=np.float32), full)
+
+
+def _png(pixels: np.ndarray, **options) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, "PNG", **options)
+    return buf.getvalue()
+
+
+def test_a_canvas_png_is_decoded_by_libspng_to_pillows_values():
+    """An 8-bit RGBA PNG, what a canvas exports, gets Pillow's values from the faster decoder, whatever its compression."""
+    from service.inputs.images import canvas_rgba8, decode, open_image, rgba8
+
+    import cv2
+
+    rng = np.random.default_rng(0)
+    for level in (1, 6, 9):
+        rgba = np.zeros((280, 280, 4), np.uint8)  # a transparent ground, strokes of a few colours with soft edges
+        for _ in range(4):
+            colour = [int(v) for v in rng.integers(0, 256, 4)]
+            cv2.polylines(rgba, [rng.integers(0, 280, (5, 2)).astype(np.int32)], False, colour, 18, cv2.LINE_AA)
+        data = _png(rgba, compress_level=level)
+        fast = canvas_rgba8(data, open_image(data, 10**6), 1024)
+        assert fast is not None and np.array_equal(fast, rgba)
+        assert np.array_equal(fast, rgba8(decode(open_image(data, 10**6), 1024)))
+
+
+def test_what_libspng_is_not_given_goes_to_pillow():
+    """Not an 8-bit RGBA PNG of one frame, over the size that holds the event loop for more than a moment (libspng keeps
+    the GIL), one `decode` reduces, or a broken file: Pillow decodes it, or says what is wrong."""
+    import cv2
+
+    from service.errors import BadInput
+    from service.inputs.images import SPNG_MAX_BYTES, SPNG_MAX_PIXELS, canvas_rgba8, decode, open_image
+
+    small = np.zeros((30, 40, 4), np.uint8)
+    noise = _png(np.random.default_rng(2).integers(0, 256, (200, 200, 4), dtype=np.uint8))
+    assert len(noise) > SPNG_MAX_BYTES
+    _, sixteen = cv2.imencode(".png", small.astype(np.uint16))
+    side = int(SPNG_MAX_PIXELS**0.5) + 1
+    buf = io.BytesIO()
+    Image.fromarray(small).save(buf, "PNG", save_all=True, append_images=[Image.fromarray(small + 1)])
+    for data, max_side in [
+        (_png(small[..., :3]), 1024),  # RGB
+        (sixteen.tobytes(), 1024),  # 16 bits a sample
+        (buf.getvalue(), 1024),  # animated
+        (_png(np.zeros((side, side, 4), np.uint8)), 1024),  # too many pixels for libspng
+        (noise, 1024),  # too many bytes
+        (_png(small), 20),  # reduced by decode
+    ]:
+        assert canvas_rgba8(data, open_image(data, 10**8), max_side) is None
+    whole = _png(np.random.default_rng(1).integers(0, 256, (50, 50, 4), dtype=np.uint8))
+    im = open_image(whole[: len(whole) // 2], 10**6)  # the header is whole, the pixels are not
+    assert canvas_rgba8(whole[: len(whole) // 2], im, 1024) is None
+    with pytest.raises(BadInput, match="cannot decode image"):
+        decode(im, 1024)
