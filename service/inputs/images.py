@@ -20,8 +20,8 @@ ALLOWED_OPEN = sorted(ALLOWED_FORMATS - {"MPO"})  # Pillow's JPEG plugin opens a
 
 _WHITESPACE = b" \t\n\r\x0b\x0c"
 # libspng holds the GIL while it decodes: only PNGs this small go to it, in pixels and in bytes (the inflate's work),
-# at most about 0.7 ms of the event loop's time (a 280x280 canvas drawing, the page's: 0.4 ms against Pillow's 0.8 with
-# the GIL released; BENCHMARKS.md's notes)
+# at most about 1.5 ms of the event loop's time, under the interpreter's 5 ms switch interval (a 280x280 canvas drawing,
+# the page's: 0.4 ms against Pillow's 0.8 with the GIL released; BENCHMARKS.md's notes)
 SPNG_MAX_PIXELS = 1 << 17
 SPNG_MAX_BYTES = 1 << 16
 
@@ -70,15 +70,19 @@ def open_image(data: bytes, max_pixels: int) -> Image.Image:
 def canvas_rgba8(data: bytes, im: Image.Image, max_side: int) -> np.ndarray | None:
     """An 8-bit RGBA PNG, what a canvas exports, decoded by libspng (pyspng) as uint8 [H,W,4]: the values Pillow's decode
     gives, in half its time (most of it the inflate). None for any other image, one `decode` would reduce (over 2 x
-    `max_side`), one over SPNG_MAX_PIXELS or SPNG_MAX_BYTES, or one libspng refuses: Pillow decodes those, and says what
-    is wrong."""
+    `max_side`), one over SPNG_MAX_PIXELS or SPNG_MAX_BYTES, an animation's frame control (where Pillow reads the frame,
+    libspng the whole image), or one libspng refuses: Pillow decodes those, and says what is wrong. libspng, as pyspng
+    sets it up, checks no checksums: a PNG whose only fault is a wrong CRC or Adler-32 is read, not refused."""
     w, h = im.size
     if im.format != "PNG" or im.mode != "RGBA" or w * h > SPNG_MAX_PIXELS or len(data) > SPNG_MAX_BYTES:
         return None
     if max(w, h) // max_side >= 2:
         return None
-    # one frame, not interlaced, 8 bits a sample (Pillow reads a 16-bit file as rawmode RGBA;16B)
-    if getattr(im, "n_frames", 1) != 1 or im.info.get("interlace") or len(im.tile) != 1 or im.tile[0].args != "RGBA":
+    # one frame and no frame control (fcTL: Pillow's info has its bbox), not interlaced, 8 bits a sample (Pillow reads
+    # a 16-bit file as rawmode RGBA;16B)
+    if getattr(im, "n_frames", 1) != 1 or "bbox" in im.info or im.info.get("interlace"):
+        return None
+    if len(im.tile) != 1 or im.tile[0].args != "RGBA" or tuple(im.tile[0].extents) != (0, 0, w, h):
         return None
     try:
         rgba = pyspng.load(data, "RGBA")

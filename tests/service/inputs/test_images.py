@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -67,6 +69,20 @@ def test_a_drawings_alpha_is_the_one_every_upload_gets(mode):
         assert np.array_equal(np.divide(alpha, np.float32(255.0), dtype=np.float32), full)
 
 
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _written_png(rgba: np.ndarray, interlaced: bool = False, before_pixels: bytes = b"") -> bytes:
+    """An 8-bit RGBA PNG written chunk by chunk: Adam7-interlaced, or with chunks (an animation's) before its pixels."""
+    h, w = rgba.shape[:2]
+    passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
+    images = [rgba[y::dy, x::dx] for x, y, dx, dy in passes] if interlaced else [rgba]
+    rows = b"".join(b"\0" + row.tobytes() for image in images if image.size for row in image)  # filter 0: each row as it is
+    head = _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, int(interlaced)))
+    return b"\x89PNG\r\n\x1a\n" + head + before_pixels + _chunk(b"IDAT", zlib.compress(rows)) + _chunk(b"IEND", b"")
+
+
 def _png(pixels: np.ndarray, **options) -> bytes:
     buf = io.BytesIO()
     Image.fromarray(pixels).save(buf, "PNG", **options)
@@ -75,9 +91,9 @@ def _png(pixels: np.ndarray, **options) -> bytes:
 
 def test_a_canvas_png_is_decoded_by_libspng_to_pillows_values():
     """An 8-bit RGBA PNG, what a canvas exports, gets Pillow's values from the faster decoder, whatever its compression."""
-    from service.inputs.images import canvas_rgba8, decode, open_image, rgba8
-
     import cv2
+
+    from service.inputs.images import canvas_rgba8, decode, open_image, rgba8
 
     rng = np.random.default_rng(0)
     for level in (1, 6, 9):
@@ -92,8 +108,9 @@ def test_a_canvas_png_is_decoded_by_libspng_to_pillows_values():
 
 
 def test_what_libspng_is_not_given_goes_to_pillow():
-    """Not an 8-bit RGBA PNG of one frame, over the size that holds the event loop for more than a moment (libspng keeps
-    the GIL), one `decode` reduces, or a broken file: Pillow decodes it, or says what is wrong."""
+    """Not an 8-bit RGBA PNG of one frame, interlaced, with an animation's frame control, over the size that holds the
+    event loop for more than a moment (libspng keeps the GIL), one `decode` reduces, or a broken file: Pillow decodes it,
+    or says what is wrong."""
     import cv2
 
     from service.errors import BadInput
@@ -115,6 +132,15 @@ def test_what_libspng_is_not_given_goes_to_pillow():
         (_png(small), 20),  # reduced by decode
     ]:
         assert canvas_rgba8(data, open_image(data, 10**8), max_side) is None
+    drawing = np.zeros((64, 64, 4), np.uint8)
+    drawing[8:56, 28:36] = (20, 20, 20, 255)
+    frame = _chunk(b"fcTL", struct.pack(">IIIIIHHBB", 0, 64, 32, 0, 0, 1, 10, 0, 0))  # a frame of the top half alone
+    for data in (_written_png(drawing, interlaced=True), _written_png(drawing, before_pixels=frame)):
+        im = open_image(data, 10**6)
+        assert canvas_rgba8(data, im, 1024) is None
+        assert np.asarray(decode(im, 1024)).shape == (64, 64, 4)
+    plain = _written_png(drawing)  # the same, as a canvas writes it: libspng's
+    assert np.array_equal(canvas_rgba8(plain, open_image(plain, 10**6), 1024), drawing)
     whole = _png(np.random.default_rng(1).integers(0, 256, (50, 50, 4), dtype=np.uint8))
     im = open_image(whole[: len(whole) // 2], 10**6)  # the header is whole, the pixels are not
     assert canvas_rgba8(whole[: len(whole) // 2], im, 1024) is None
