@@ -517,11 +517,9 @@ def thinned(ink: np.ndarray) -> np.ndarray:
     than any digit the network was trained on: it read 67% of such pairs right, against 87.5% drawn with a pen 0.6 as wide
     and 87.25% worn down (BENCHMARKS.md's notes).
     Worn down on a copy cropped to the digit and at most THIN_SIDE px, so the erosion stays small on a large photo."""
-    mask = ink > INK_THRESHOLD
-    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
-    if rows.size < 2 or cols.size < 2:
+    crop = ink_box(ink, INK_THRESHOLD)
+    if crop is None or min(crop.shape) < 2:
         return ink
-    crop = ink[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
     if (scale := THIN_SIDE / max(crop.shape)) < 1:
         crop = resize_bilinear(crop, max(1, round(crop.shape[0] * scale)), max(1, round(crop.shape[1] * scale)))
     solid = (crop > 0.5).astype(np.uint8)

@@ -8,6 +8,7 @@ import io
 import struct
 import zlib
 
+import cv2
 import numpy as np
 import pytest
 from PIL import Image
@@ -91,8 +92,6 @@ def _png(pixels: np.ndarray, **options) -> bytes:
 
 def test_a_canvas_png_is_decoded_by_libspng_to_pillows_values():
     """An 8-bit RGBA PNG, what a canvas exports, gets Pillow's values from the faster decoder, whatever its compression."""
-    import cv2
-
     from service.inputs.images import canvas_rgba8, decode, open_image, rgba8
 
     rng = np.random.default_rng(0)
@@ -111,8 +110,6 @@ def test_what_libspng_is_not_given_goes_to_pillow():
     """Not an 8-bit RGBA PNG of one frame, interlaced, with an animation's frame control, over the size that holds the
     event loop for more than a moment (libspng keeps the GIL), one `decode` reduces, or a broken file: Pillow decodes it,
     or says what is wrong."""
-    import cv2
-
     from service.errors import BadInput
     from service.inputs.images import SPNG_MAX_BYTES, SPNG_MAX_PIXELS, canvas_rgba8, decode, open_image
 
