@@ -55,6 +55,21 @@ def _canvas_png(png: bytes) -> bytes:
     return out.getvalue()
 
 
+PAGE_MARGIN = round(280 / 24 + 2)  # px around the ink: static/app.js's strokesBox pads the pen's points by its width and 2 px
+
+
+def _page_part(png: bytes) -> bytes:
+    """The part of a canvas PNG the page sends: its ink's box and PAGE_MARGIN around it."""
+    canvas = Image.open(io.BytesIO(png))
+    rows, cols = (np.flatnonzero(np.asarray(canvas)[..., 3].any(axis)) for axis in (1, 0))
+    w, h = canvas.size
+    m = PAGE_MARGIN
+    box = (max(cols[0] - m, 0), max(rows[0] - m, 0), min(cols[-1] + 1 + m, w), min(rows[-1] + 1 + m, h))
+    out = io.BytesIO()
+    canvas.crop(tuple(int(v) for v in box)).save(out, "PNG")
+    return out.getvalue()
+
+
 def _kinds(port: int) -> dict[str, list[bytes]]:
     """Each kind of request, as bytes on the wire: a few of each, sent in turn."""
     pngs = digit_pngs(16)
@@ -69,7 +84,7 @@ def _kinds(port: int) -> dict[str, list[bytes]]:
                 "127.0.0.1",
                 port,
                 "/predict",
-                b'{"source": "canvas", "image": "data:image/png;base64,' + base64.b64encode(p) + b'"}',
+                b'{"source": "canvas", "image": "data:image/png;base64,' + base64.b64encode(_page_part(p)) + b'"}',
                 "application/json",
             )
             for p in canvas

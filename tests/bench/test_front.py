@@ -3,12 +3,14 @@ each request's event-loop CPU over /healthz's."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
 
 import httpx
 import numpy as np
+from PIL import Image
 
 from bench.report import render
 from harness.server import cpu_by_role
@@ -51,3 +53,21 @@ def test_the_loops_profile_is_a_table_of_phases(tmp_path):
     (tmp_path / "front.json").write_text(json.dumps(data))
     text = render(tmp_path)
     assert "py-spy's 40 samples of the main thread" in text and "| decoding and preprocessing | 75.0% | 0.6 |" in text
+
+
+def test_the_pages_canvas_is_measured_as_the_page_sends_it():
+    """The page sends a drawing as the part of its canvas the ink covers, a margin around it (static/app.js): the bench's
+    request of that kind is that part, smaller than the canvas, none of its ink cut off, read as the whole canvas."""
+    from bench.front import _canvas_png, _page_part
+    from harness.payloads import digit_pngs
+    from service.inputs.preprocess import drawing_to_mnist
+
+    def alpha(png: bytes) -> np.ndarray:
+        return np.ascontiguousarray(np.asarray(Image.open(io.BytesIO(png)))[..., 3])
+
+    for png in digit_pngs(3):
+        whole = _canvas_png(png)
+        part = alpha(_page_part(whole))
+        assert part.size < 280 * 280 and part.any()
+        assert not (part[0].any() or part[-1].any() or part[:, 0].any() or part[:, -1].any())
+        assert np.array_equal(drawing_to_mnist(part), drawing_to_mnist(alpha(whole)))
