@@ -31,7 +31,7 @@ import { createRoutingInspector } from "./routing.js";
   var PREDICT_PATH = "/predict?include=counterfactuals,routing,pixels"; // pixels: the probe sends back what the network saw
   var FIGURE_DELAY_MS = 150; // the Figure 4 grid waits for the drawing to settle
   var FIGURE_DELTAS = [-0.25, -0.2, -0.15, -0.1, -0.05, 0, 0.05, 0.1, 0.15, 0.2, 0.25]; // the server's /perturb default
-  var EXPORT_SIZE = 280; // the drawing is painted as on a 280x280 canvas whatever the screen size (exportPng sends its inked part)
+  var EXPORT_SIZE = 280; // the drawing is sent as a 280x280 PNG whatever the screen size
 
   function $(id) { return document.getElementById(id); }
 
@@ -175,7 +175,6 @@ import { createRoutingInspector } from "./routing.js";
   var ctx = els.canvas.getContext("2d");
   var exportCanvas = document.createElement("canvas");
   exportCanvas.width = exportCanvas.height = EXPORT_SIZE;
-  var partCanvas = document.createElement("canvas"); // the part of exportCanvas a drawing is sent as
 
   // Keep the canvas' backing store at the displayed size times the pixel ratio, so strokes are crisp.
   function fitCanvas() {
@@ -224,33 +223,9 @@ import { createRoutingInspector } from "./routing.js";
 
   function isEmpty() { return state.strokes.length === 0 && !state.current && !state.picture; }
 
-  // A drawing goes as the part of the canvas its strokes cover, with a margin (strokesBox): the service crops a drawing
-  // to its ink whatever frame it comes in, so the answer is the same, and a PNG of that part is less to send and to
-  // inflate (a digit drawn over the canvas: about half its pixels). The part is copied pixel for pixel from the whole
-  // canvas, not painted again moved: the rasteriser's anti-aliasing of a moved path differs in a few pixels. A picture
-  // goes whole.
   function exportPng() {
     paint(exportCanvas.getContext("2d"), EXPORT_SIZE);
-    var box = state.picture ? null : strokesBox(EXPORT_SIZE);
-    if (!box) return exportCanvas.toDataURL("image/png");
-    partCanvas.width = box.width;
-    partCanvas.height = box.height;
-    partCanvas.getContext("2d").drawImage(exportCanvas, box.left, box.top, box.width, box.height, 0, 0, box.width, box.height);
-    return partCanvas.toDataURL("image/png");
-  }
-
-  function strokesBox(size) {
-    var all = state.current ? state.strokes.concat([state.current]) : state.strokes, x0 = 1, y0 = 1, x1 = 0, y1 = 0;
-    all.forEach(function (pts) {
-      pts.forEach(function (p) { x0 = Math.min(x0, p[0]); x1 = Math.max(x1, p[0]); y0 = Math.min(y0, p[1]); y1 = Math.max(y1, p[1]); });
-    });
-    if (x1 < x0) return null;
-    // the pen's round ends reach half its width (paint's lineWidth is size / 12) past a point, anti-aliasing a pixel more;
-    // a whole width keeps most of the frame transparent, as a canvas is, so the PNG saved and uploaded reads alike
-    var pad = size / 12 + 2;
-    var left = Math.max(0, Math.floor(x0 * size - pad)), top = Math.max(0, Math.floor(y0 * size - pad));
-    var right = Math.min(size, Math.ceil(x1 * size + pad)), bottom = Math.min(size, Math.ceil(y1 * size + pad));
-    return { left: left, top: top, width: right - left, height: bottom - top };
+    return exportCanvas.toDataURL("image/png");
   }
 
   function pointFrom(e) {

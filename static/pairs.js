@@ -65,32 +65,6 @@ export function createPairs(opts) {
   var ctx = els.canvas.getContext("2d");
   var exportCanvas = document.createElement("canvas");
   exportCanvas.width = exportCanvas.height = EXPORT_SIZE;
-  var partCanvas = document.createElement("canvas"); // the part of exportCanvas a drawing is sent as
-
-  // A drawing goes as the part of the canvas its ink covers and a pen's width around it: the service crops a drawing to
-  // its ink whatever frame it comes in (and splits two digits apart by the ink alone), so the answer is the same, and a
-  // PNG of that part is less to send and to inflate. Copied pixel for pixel from the whole canvas (the page's frames
-  // below are read from the whole one); the margin keeps most of the part transparent, as a canvas is.
-  function inkPart(rgba) {
-    var n = EXPORT_SIZE, top = n, bottom = -1, left = n, right = -1;
-    for (var y = 0; y < n; y++) {
-      for (var x = 0; x < n; x++) {
-        if (!rgba[4 * (y * n + x) + 3]) continue;
-        if (y < top) top = y;
-        bottom = y;
-        if (x < left) left = x;
-        if (x > right) right = x;
-      }
-    }
-    if (bottom < 0) return exportCanvas.toDataURL("image/png");
-    var pad = Math.ceil(n / 14) + 2; // the pen's width (drawStrokes' lineWidth) and two pixels
-    left = Math.max(0, left - pad); top = Math.max(0, top - pad);
-    right = Math.min(n, right + 1 + pad); bottom = Math.min(n, bottom + 1 + pad);
-    partCanvas.width = right - left;
-    partCanvas.height = bottom - top;
-    partCanvas.getContext("2d").drawImage(exportCanvas, left, top, right - left, bottom - top, 0, 0, right - left, bottom - top);
-    return partCanvas.toDataURL("image/png");
-  }
 
   // On screen (colours): strokes in their own colours on white. For the server: ink as alpha on a transparent ground,
   // which /predict takes with source "canvas" (every stroke is the digit; no search for it as in a photo).
@@ -300,12 +274,11 @@ export function createPairs(opts) {
       var c = exportCanvas.getContext("2d");
       paint(c, EXPORT_SIZE, false);
       if (state.picture) return { path: PREDICT, body: { image: exportCanvas.toDataURL("image/png") } }; // a photo: searched for the ink
-      var rgba = c.getImageData(0, 0, EXPORT_SIZE, EXPORT_SIZE).data;
-      var image = inkPart(rgba); // before apartFrames paints each ink alone on the same canvas
+      var image = exportCanvas.toDataURL("image/png");
       var inks = null;
       if (!state.sample) {
-        var strokes = state.strokes.slice();
-        inks = { strokes: strokes, frame: inputFrame(rgba, pairBox), apart: apartFrames(c, rgba, strokes) };
+        var strokes = state.strokes.slice(), drawn = c.getImageData(0, 0, EXPORT_SIZE, EXPORT_SIZE).data;
+        inks = { strokes: strokes, frame: inputFrame(drawn, pairBox), apart: apartFrames(c, drawn, strokes) };
       }
       return { path: PREDICT, body: { image: image, source: "canvas" }, inks: inks };
     });

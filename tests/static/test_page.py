@@ -22,7 +22,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from harness.clients import multipart_png
 from harness.page import canvas_box, draw
@@ -199,11 +198,6 @@ def test_drawn_digit_is_recognised(session: tuple[Any, Watch], digit: int, strok
     expect(page.get_by_test_id("rtt")).to_have_text(re.compile(r"\d+(\.\d+)? ms"))
     # the drawing saved as the browser exports it and uploaded as a file reads as the page read it
     png = base64.b64decode(sent["image"].partition(",")[2])
-    # sent as the part of the canvas the strokes cover (the service reads any frame that holds all the ink alike):
-    # smaller than the 280x280 canvas, with empty edges, so no ink was cut off
-    alpha = np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))[..., 3]
-    assert alpha.size < 280 * 280 and alpha.any()
-    assert not (alpha[0].any() or alpha[-1].any() or alpha[:, 0].any() or alpha[:, -1].any())
     as_page, as_file = post(page, "/predict", json.dumps(sent).encode(), "application/json"), post(page, "/predict", *multipart_png(png))
     assert as_file["lengths"] == as_page["lengths"] and as_file["input"] == as_page["input"]
 

@@ -166,13 +166,6 @@ def test_pen_strokes_traced_from_test_pairs_are_read_on_the_page_as_the_canvas_s
     pairs = pair_items(x, y, 6, seed=7)[6:]  # six pairs
     base = page.url.rstrip("/")
     agree = 0
-    sent: list[Any] = []
-
-    def canvas_request(r: Any) -> None:
-        if "model=multimnist" in r.url and r.method == "POST" and (r.post_data_json or {}).get("source") == "canvas":
-            sent.append(r)
-
-    page.on("request", canvas_request)
     for item in pairs:
         strokes = [place(trace(x[d] / 255.0), 28 / 36, dx / 36, dy / 36) for d, (dy, dx) in zip(item["digits"], item["shifts"])]
         # in process: the same strokes rendered as the page's pen draws them, sent as a canvas drawing
@@ -189,12 +182,6 @@ def test_pen_strokes_traced_from_test_pairs_are_read_on_the_page_as_the_canvas_s
         draw(page, strokes[1], steps=1, canvas=PAIR)
         settled(page)
         agree += sorted(int(d) for d in predictions(page).split(",") if d) == sorted(expected["predictions"])
-        # sent as the part of the canvas the ink covers, a margin around it: none of the ink cut off
-        png = base64.b64decode(sent[-1].post_data_json["image"].split(",", 1)[1])
-        part = np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))[..., 3]
-        assert part.size < alpha.size and part.any()
-        assert not (part[0].any() or part[-1].any() or part[:, 0].any() or part[:, -1].any())
-    page.remove_listener("request", canvas_request)
     assert agree >= 5, f"the page named the digits as the canvas set does for {agree} of 6 pairs"
 
 

@@ -257,27 +257,6 @@ def test_a_drawing_reads_the_same_from_its_8_bit_alpha(side, digit_box):
         assert read.sum() > 10 if drawing.any() else not read.any()
 
 
-@pytest.mark.parametrize("digit_box", [None, 20])
-def test_a_drawing_sent_as_the_part_of_the_canvas_it_covers_reads_as_the_whole_canvas(digit_box):
-    """The page sends a drawing as the part of its canvas the strokes cover, a margin around them: any frame that holds
-    all the ink gives the input the whole canvas gives, for one digit and for two (drawn over each other, and apart)."""
-    _, seven = _drawn()
-    apart = np.zeros((280, 280), np.float32)
-    for x0 in (30, 160):
-        cv2.polylines(apart, [np.array([[x0, 90], [x0 + 80, 90], [x0 + 30, 200]], np.int32)], False, 1.0, 12, cv2.LINE_AA)
-    size, box = (28, 20) if digit_box is None else (36, 23)
-    for alpha in (seven, apart):
-        a8 = np.round(alpha * 255).astype(np.uint8)
-        rows, cols = np.flatnonzero(a8.any(1)), np.flatnonzero(a8.any(0))
-        whole = drawing_to_mnist(a8, size, box, digit_box)
-        assert whole.sum() > 10
-        for margin in (0, 1, 14):
-            top, left = max(rows[0] - margin, 0), max(cols[0] - margin, 0)
-            part = a8[top : rows[-1] + 1 + margin, left : cols[-1] + 1 + margin]
-            assert part.size < a8.size
-            assert np.array_equal(drawing_to_mnist(part, size, box, digit_box), whole), margin
-
-
 # Two digits for the two-digit network (size 36, the card's pair box 23, an MNIST digit's box 20): drawn over each other
 # they are scaled together; written apart, as people write two digits, laid over each other as MultiMNIST's pairs are.
 PAIR_SIZE, PAIR_BOX, DIGIT_BOX = 36, 23, 20
