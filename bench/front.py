@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import cv2
 import httpx
 import numpy as np
 from PIL import Image, ImageDraw
@@ -30,7 +29,7 @@ from bench import loop_profile
 from bench.grpc import _grpc_messages, _images, _rest_binary, grpc_load
 from bench.loadgen import Result, load
 from harness.clients import build_request, multipart_png
-from harness.payloads import digit_pngs
+from harness.payloads import browser_png, digit_pngs
 from harness.server import REPO, Server, cpu_by_role, free_port
 
 log = logging.getLogger("bench.front")
@@ -43,16 +42,6 @@ def _get(port: int, path: str) -> bytes:
     return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: keep-alive\r\n\r\n".encode()
 
 
-def _browser_png(rgba: np.ndarray) -> bytes:
-    """RGBA pixels as Chromium's canvas exports them (toDataURL): every row filtered Up, zlib at its fastest level. How a
-    PNG was compressed sets most of its decode: a 280x280 drawing so is about 55 us to libspng, the same pixels at zlib's
-    default level (Pillow's) about 450 (BENCHMARKS.md's notes)."""
-    params = [cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_UP, cv2.IMWRITE_PNG_COMPRESSION, 1]
-    ok, png = cv2.imencode(".png", cv2.cvtColor(rgba, cv2.COLOR_RGBA2BGRA), params)
-    assert ok
-    return png.tobytes()
-
-
 def _canvas_png(png: bytes) -> bytes:
     """A digit as the page's canvas exports it: 280x280, the ink in the alpha channel of a transparent ground, drawn
     with a round pen over the digit's strokes (10x the MNIST digit)."""
@@ -61,7 +50,7 @@ def _canvas_png(png: bytes) -> bytes:
     pen = ImageDraw.Draw(canvas)
     for r, c in zip(*np.nonzero(digit < 128), strict=True):
         pen.ellipse((c * 10 - 6, r * 10 - 6, c * 10 + 16, r * 10 + 16), fill=(20, 20, 20, 255))
-    return _browser_png(np.asarray(canvas))
+    return browser_png(np.asarray(canvas))
 
 
 def _kinds(port: int) -> dict[str, list[bytes]]:

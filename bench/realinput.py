@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 from PIL import Image
 
-from harness.payloads import digit_pngs, stroke_images
+from harness.payloads import browser_png, digit_pngs, stroke_images
 from harness.server import Server
 from model.machine import timed
 
@@ -25,11 +25,12 @@ def _encode(im: Image.Image, fmt: str, **kw: int) -> bytes:
 
 
 def canvas_png() -> bytes:
-    """A 280x280 drawing as the page sends it: a dark stroke, the ink as alpha on a transparent ground."""
+    """A 280x280 drawing as the page sends it: a dark stroke, the ink as alpha on a transparent ground, encoded as the
+    browser exports a canvas."""
     canvas = np.zeros((280, 280, 4), np.uint8)
     canvas[..., :3] = (17, 20, 24)
     canvas[40:240, 130:152, 3] = 255
-    return _encode(Image.fromarray(canvas, "RGBA"), "PNG")
+    return browser_png(canvas)
 
 
 def uploads() -> dict[str, bytes]:
