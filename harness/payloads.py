@@ -24,8 +24,8 @@ def stroke_images(batch: int) -> np.ndarray:
 
 def browser_png(rgba: np.ndarray) -> bytes:
     """RGBA pixels [H,W,4] as Chromium's canvas exports them (toDataURL): every row filtered Up, zlib at its fastest level.
-    How a PNG was compressed sets most of its decode: a 280x280 drawing so is about 55 us to libspng, the same pixels at
-    zlib's default level (Pillow's) about 450 (BENCHMARKS.md's notes)."""
+    How a PNG was compressed sets most of its decode: so encoded, a drawing decodes several times faster than the same
+    pixels at zlib's default level, as Pillow writes them (BENCHMARKS.md's notes)."""
     params = [cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_UP, cv2.IMWRITE_PNG_COMPRESSION, 1]
     ok, png = cv2.imencode(".png", cv2.cvtColor(np.ascontiguousarray(rgba, np.uint8), cv2.COLOR_RGBA2BGRA), params)
     assert ok
