@@ -5,7 +5,9 @@ for the two-digit network to train on what the page's canvas sends (`pen_digits`
 A digit is thinned to a one-pixel skeleton (Zhang and Suen's thinning, 1984) at twice MNIST's resolution, and the
 skeleton is walked into strokes: each starts at an end (a pixel with one neighbour) while there is one, else anywhere,
 and follows unvisited neighbours, straight on where it can. Short spurs of a few pixels are dropped, as the pen would not
-have made them. Rendering (`render`) draws the strokes with a round pen, as the page's canvas does.
+have made them. A skeleton loses what is not a line: a loop that MNIST's ink filled thins to a stub, a short bar to a spur,
+so ink that the strokes leave uncovered gets its outline drawn as well, as a person draws the loop and the pen fills it.
+Rendering (`render`) draws the strokes with a round pen, as the page's canvas does.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import multiprocessing
 import os
 from pathlib import Path
 
+import cv2
 import numpy as np
 from PIL import Image, ImageDraw
 from tqdm import tqdm
@@ -25,6 +28,7 @@ log = logging.getLogger("capsnet.pen_strokes")
 Stroke = list[tuple[float, float]]
 PAGE_SIDE, PEN = 280, 1 / 14  # the page's two-digit canvas and its round pen, a fraction of the canvas wide
 DRAWN_PEN = PEN * 36 / 28  # that pen as a share of a digit's 28 px frame, which spans 28/36 of the two-digit canvas
+TRACING = 2  # the tracer's version, kept with redrawn digits: a cache drawn by another is drawn again
 NEIGHBOURS = [(-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1)]  # P2..P9, clockwise from north
 
 
@@ -76,11 +80,46 @@ def _walk(skeleton: np.ndarray) -> list[list[tuple[int, int]]]:
     return paths
 
 
+def _disk(radius: int) -> np.ndarray:
+    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
+
+
+def _outlines_of_uncovered_ink(mask: np.ndarray, paths: list[list[tuple[int, int]]], min_area: int = 6) -> list[list[tuple[int, int]]]:
+    """Closed paths (y, x) around the ink that `paths`, drawn as wide as the digit's own strokes, leave uncovered: a
+    filled loop or a dropped bar. Each outline is set in from the ink's edge by half the page's pen (DRAWN_PEN at this
+    scale), so that the pen drawn along it keeps to the ink."""
+    side = mask.shape[0]
+    ink = np.pad(mask.astype(np.uint8), 1)
+    depth = cv2.distanceTransform(ink, cv2.DIST_L2, 5)[1:-1, 1:-1]  # how far each ink pixel lies inside the ink
+    drawn = np.zeros(mask.shape, np.uint8)
+    for p in paths:
+        ys, xs = zip(*p, strict=True)
+        drawn[list(ys), list(xs)] = 1
+    if not drawn.any():
+        return []
+    # the digit's own stroke: the median depth of its centre lines; what lies past 1.2 of it from every path is uncovered
+    reach = int(np.ceil(1.2 * float(np.median(depth[drawn > 0]))))
+    uncovered = mask.astype(np.uint8) & (1 - cv2.dilate(drawn, _disk(reach)))
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(uncovered, connectivity=8)
+    inset = (depth >= DRAWN_PEN * side / 2).astype(np.uint8)
+    outlines = []
+    for k in range(1, count):
+        if stats[k, cv2.CC_STAT_AREA] < min_area:
+            continue
+        part = (labels == k).astype(np.uint8)
+        region = inset & cv2.dilate(part, _disk(reach))
+        contours, _ = cv2.findContours(region if region.any() else part, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
+        outlines += [[(int(y), int(x)) for x, y in c[:, 0]] + [(int(c[0, 0, 1]), int(c[0, 0, 0]))] for c in contours]
+    return outlines
+
+
 def trace(digit: np.ndarray, min_points: int = 4, threshold: float = 0.35) -> list[Stroke]:
     """A 28x28 digit (values in [0,1]) -> its strokes, each a polyline of (x, y) in fractions of the 28x28 frame."""
     big = np.asarray(Image.fromarray(np.asarray(digit, np.float32)).resize((56, 56), Image.Resampling.BILINEAR))
-    paths = _walk(thin(big > threshold))
+    mask = big > threshold
+    paths = _walk(thin(mask))
     long = [p for p in paths if len(p) >= min_points] or paths[:1]
+    long += _outlines_of_uncovered_ink(mask, long)
     return [[((x + 0.5) / 56.0, (y + 0.5) / 56.0) for y, x in p[::2] + ([p[-1]] if len(p) % 2 == 0 else [])] for p in long]
 
 
@@ -114,10 +153,12 @@ def pen_digits(images: np.ndarray, pen: float, cache: Path | None = None, worker
     """MNIST digits [N,28,28] (0-255) redrawn with a round pen `pen` of their 28 px frame wide, as their traced strokes:
     float32 [N,28,28] in [0,1]. About 2 ms a digit on one core, so the digits are drawn by `workers` processes (every
     core by default: a GPU machine's 16 draw the 60,000 training digits in 18 s, not two minutes of its
-    time) and kept in `cache` (an .npz file, the pen beside them; remade when the digits' count or the pen differs)."""
+    time) and kept in `cache` (an .npz file, the pen and the tracer's version beside them; remade when the count, the pen or the
+    tracer differs)."""
     if cache is not None and cache.exists():
         with np.load(cache, allow_pickle=False) as kept:
-            if kept["digits"].shape[0] == len(images) and float(kept["pen"]) == pen:
+            same_tracing = "tracing" in kept.files and int(kept["tracing"]) == TRACING
+            if same_tracing and kept["digits"].shape[0] == len(images) and float(kept["pen"]) == pen:
                 return kept["digits"]
     workers = max(1, min(workers or len(os.sched_getaffinity(0)), len(images) // 64))
     chunks = [(c, pen) for c in np.array_split(images, workers * 8)] if workers > 1 else [(images, pen)]
@@ -133,6 +174,6 @@ def pen_digits(images: np.ndarray, pen: float, cache: Path | None = None, worker
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
         with cache.open("wb") as f:  # a file object: np.savez would add .npz to a name without it
-            np.savez(f, digits=drawn, pen=np.float64(pen))
+            np.savez(f, digits=drawn, pen=np.float64(pen), tracing=np.int64(TRACING))
         log.info("%d digits redrawn with the pen by %d processes, kept in %s", len(images), workers, cache)
     return drawn
