@@ -86,8 +86,9 @@ def _disk(radius: int) -> np.ndarray:
 
 def _outlines_of_uncovered_ink(mask: np.ndarray, paths: list[list[tuple[int, int]]], min_area: int = 6) -> list[list[tuple[int, int]]]:
     """Closed paths (y, x) around the ink that `paths`, drawn as wide as the digit's own strokes, leave uncovered: a
-    filled loop or a dropped bar. Each outline is set in from the ink's edge by half the page's pen (DRAWN_PEN at this
-    scale), so that the pen drawn along it keeps to the ink."""
+    filled loop or a dropped bar; a patch under `min_area` pixels (at 56 px) is a stroke's rim, not a part of the digit.
+    Each outline is set in from the ink's edge by half the page's pen (DRAWN_PEN at this scale), so that the pen drawn
+    along it keeps to the ink."""
     side = mask.shape[0]
     ink = np.pad(mask.astype(np.uint8), 1)
     depth = cv2.distanceTransform(ink, cv2.DIST_L2, 5)[1:-1, 1:-1]  # how far each ink pixel lies inside the ink
@@ -151,9 +152,9 @@ def _pen_chunk(args: tuple[np.ndarray, float]) -> np.ndarray:
 
 def pen_digits(images: np.ndarray, pen: float, cache: Path | None = None, workers: int | None = None) -> np.ndarray:
     """MNIST digits [N,28,28] (0-255) redrawn with a round pen `pen` of their 28 px frame wide, as their traced strokes:
-    float32 [N,28,28] in [0,1]. About 2 ms a digit on one core, so the digits are drawn by `workers` processes (every
-    core by default: a GPU machine's 16 draw the 60,000 training digits in 18 s, not two minutes of its
-    time) and kept in `cache` (an .npz file, the pen and the tracer's version beside them; remade when the count, the pen or the
+    float32 [N,28,28] in [0,1]. About 2-3 ms a digit on one core, so the digits are drawn by `workers` processes
+    (every core by default: a GPU machine's 16 draw the 60,000 training digits in seconds, not minutes of its time) and
+    kept in `cache` (an .npz file, the pen and the tracer's version beside them; remade when the count, the pen or the
     tracer differs)."""
     if cache is not None and cache.exists():
         with np.load(cache, allow_pickle=False) as kept:
