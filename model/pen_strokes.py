@@ -84,43 +84,49 @@ def _disk(radius: int) -> np.ndarray:
     return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
 
 
-def _outlines_of_uncovered_ink(mask: np.ndarray, paths: list[list[tuple[int, int]]], min_area: int = 6) -> list[list[tuple[int, int]]]:
+def _outlines_of_uncovered_ink(
+    mask: np.ndarray, paths: list[list[tuple[int, int]]], pen: float, min_area: int = 6
+) -> list[list[tuple[int, int]]]:
     """Closed paths (y, x) around the ink that `paths`, drawn as wide as the digit's own strokes, leave uncovered: a
     filled loop or a dropped bar; a patch under `min_area` pixels (at 56 px) is a stroke's rim, not a part of the digit.
-    Each outline is set in from the ink's edge by half the page's pen (DRAWN_PEN at this scale), so that the pen drawn
+    Each outline is set in from the ink's edge by half the pen (`pen` of the 28 px frame wide), so that the pen drawn
     along it keeps to the ink."""
     side = mask.shape[0]
-    ink = np.pad(mask.astype(np.uint8), 1)
-    depth = cv2.distanceTransform(ink, cv2.DIST_L2, 5)[1:-1, 1:-1]  # how far each ink pixel lies inside the ink
+    # padded, so that ink touching the frame's edge is measured from that edge as well
+    depth = cv2.distanceTransform(np.pad(mask.astype(np.uint8), 1), cv2.DIST_L2, 5)[1:-1, 1:-1]
     drawn = np.zeros(mask.shape, np.uint8)
     for p in paths:
-        ys, xs = zip(*p, strict=True)
-        drawn[list(ys), list(xs)] = 1
+        ys, xs = np.array(p).T
+        drawn[ys, xs] = 1
     if not drawn.any():
-        return []
-    # the digit's own stroke: the median depth of its centre lines; what lies past 1.2 of it from every path is uncovered
+        return []  # no strokes (no ink): nothing to measure the digit's own stroke width on
+    # The digit's own stroke is the median depth of its centre lines; ink past 1.2 of that from every path is uncovered
+    # (a little over 1, since a stroke's width wavers along it).
     reach = int(np.ceil(1.2 * float(np.median(depth[drawn > 0]))))
     uncovered = mask.astype(np.uint8) & (1 - cv2.dilate(drawn, _disk(reach)))
     count, labels, stats, _ = cv2.connectedComponentsWithStats(uncovered, connectivity=8)
-    inset = (depth >= DRAWN_PEN * side / 2).astype(np.uint8)
+    inset = (depth >= pen * side / 2).astype(np.uint8)
     outlines = []
     for k in range(1, count):
         if stats[k, cv2.CC_STAT_AREA] < min_area:
             continue
         part = (labels == k).astype(np.uint8)
         region = inset & cv2.dilate(part, _disk(reach))
+        # a patch thinner than the pen has no inset ink: its own outline, a dot or a short loop, which the pen fills
         contours, _ = cv2.findContours(region if region.any() else part, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
         outlines += [[(int(y), int(x)) for x, y in c[:, 0]] + [(int(c[0, 0, 1]), int(c[0, 0, 0]))] for c in contours]
     return outlines
 
 
-def trace(digit: np.ndarray, min_points: int = 4, threshold: float = 0.35) -> list[Stroke]:
-    """A 28x28 digit (values in [0,1]) -> its strokes, each a polyline of (x, y) in fractions of the 28x28 frame."""
+def trace(digit: np.ndarray, min_points: int = 4, threshold: float = 0.35, pen: float = DRAWN_PEN) -> list[Stroke]:
+    """A 28x28 digit (values in [0,1]) -> its strokes, each a polyline of (x, y) in fractions of the 28x28 frame, for a
+    pen `pen` of that frame wide (the outlines of uncovered ink are set in by half of it). The outlines are kept
+    whatever their length: a closed outline of one pixel is a dot, which the pen draws as the patch it stands for."""
     big = np.asarray(Image.fromarray(np.asarray(digit, np.float32)).resize((56, 56), Image.Resampling.BILINEAR))
     mask = big > threshold
     paths = _walk(thin(mask))
     long = [p for p in paths if len(p) >= min_points] or paths[:1]
-    long += _outlines_of_uncovered_ink(mask, long)
+    long += _outlines_of_uncovered_ink(mask, long, pen)
     return [[((x + 0.5) / 56.0, (y + 0.5) / 56.0) for y, x in p[::2] + ([p[-1]] if len(p) % 2 == 0 else [])] for p in long]
 
 
@@ -147,7 +153,7 @@ def render(strokes: list[Stroke], side: int = 280, pen: float = 1 / 14) -> np.nd
 
 def _pen_chunk(args: tuple[np.ndarray, float]) -> np.ndarray:
     images, pen = args
-    return np.stack([render(trace(d / 255.0), 28, pen) for d in images]).astype(np.float32)
+    return np.stack([render(trace(d / 255.0, pen=pen), 28, pen) for d in images]).astype(np.float32)
 
 
 def pen_digits(images: np.ndarray, pen: float, cache: Path | None = None, workers: int | None = None) -> np.ndarray:

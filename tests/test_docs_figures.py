@@ -68,7 +68,7 @@ QUOTES = [
     ("docs/multimnist.md", f"A label needs the sweep monotonic for {ATLAS_READ['monotonic']:.0%} of the poses"),
     (
         "docs/multimnist.md",
-        f"with this rule about {_pct(HELD['upload']['lone_called_two'], 0)} and {_pct(HELD['canvas']['lone_called_two'], 0)}",
+        f"with this rule about {_pct(HELD['upload']['lone_called_two'])} and {_pct(HELD['canvas']['lone_called_two'])}",
     ),
     (
         "docs/multimnist.md",
