@@ -91,12 +91,12 @@ def _border(grey: np.ndarray) -> np.ndarray:
     return np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
 
 
-def flat_level(grey: np.ndarray) -> np.ndarray:
+def flat_level(grey: np.ndarray) -> np.float32:
     """One paper level for the whole image, the median of its border: right for scans, canvases and MNIST-sized
-    uploads, where there is no shading to follow."""
+    uploads, where there is no shading to follow. A scalar, which every use broadcasts: the same values as an image of
+    it, for none of the passes over one."""
     h, w = grey.shape
-    border = _border(grey) if h > 2 and w > 2 else grey.ravel()
-    return np.full_like(grey, _median(border))
+    return np.float32(_median(_border(grey) if h > 2 and w > 2 else grey.ravel()))
 
 
 def uniform_paper(grey: np.ndarray) -> bool:
@@ -107,9 +107,12 @@ def uniform_paper(grey: np.ndarray) -> bool:
     crop's strokes reach the border (an MNIST digit cropped to its ink keeps paper on 86% of its border, on less than
     half in 0.16% of them), and its ink and smoothed edges can cover most of the image. A photo's grain and uneven
     light never pass this."""
-    h, w = grey.shape
     border = _border(grey)
-    level = _median(border)
+    return _uniform(grey, border, _median(border))
+
+
+def _uniform(grey: np.ndarray, border: np.ndarray, level: float) -> bool:
+    h, w = grey.shape
     if float(np.count_nonzero(np.abs(border - level) <= UNIFORM_TOLERANCE)) < UNIFORM_SHARE * border.size:
         return False
     sample = grey[:: max(1, h // 64), :: max(1, w // 64)]
@@ -152,16 +155,17 @@ def stroke_level(grey: np.ndarray, stroke: float, dark_ink: bool) -> np.ndarray:
     return cv2.resize(level, (w, h), interpolation=cv2.INTER_LINEAR) if level.shape != (h, w) else level
 
 
-def dark_ink(grey: np.ndarray, level: np.ndarray) -> bool:
+def dark_ink(grey: np.ndarray, level: np.ndarray | np.float32) -> bool:
     """Ink is the minority whichever colour it is, so it is the side with clearly more deviation from the paper beyond
     the noise; grain and sensor noise are symmetric, so without a clear winner light paper means dark ink."""
     dev = grey - level
     noise = 3.0 * _robust_sigma(dev) + 0.02
     dark, bright = float(np.maximum(-dev - noise, 0).sum()), float(np.maximum(dev - noise, 0).sum())
-    return not ((bright > 2.0 * dark) if _median(level[::8, ::8]) >= 0.5 else (bright >= 0.5 * dark))
+    paper = float(level) if np.ndim(level) == 0 else _median(level[::8, ::8])
+    return not ((bright > 2.0 * dark) if paper >= 0.5 else (bright >= 0.5 * dark))
 
 
-def contrast(grey: np.ndarray, level: np.ndarray, dark: bool) -> np.ndarray:
+def contrast(grey: np.ndarray, level: np.ndarray | np.float32, dark: bool) -> np.ndarray:
     """How much darker (for light ink on a dark ground, brighter) each pixel is than its paper, as a fraction of the
     room the paper leaves: 0 paper, 1 black ink on any paper, negative the other way (signed, so the paper's own
     noise can be measured on it)."""
@@ -243,7 +247,7 @@ def strongest_group(signed: np.ndarray, digits: int = 1) -> tuple[np.ndarray, np
         return None
     # Strong ink only: a pen stroke is the most contrasted thing on the page, a shadow's or a stain's large area of
     # faint contrast must not outweigh it.
-    strong = (signed >= 0.5 * _quantile(signed[mask > 0], 0.995)).ravel()
+    strong = (signed >= 0.5 * _quantile(signed[mask.view(bool)], 0.995)).ravel()
     mass = np.bincount(labels.ravel(), weights=np.where(strong, np.clip(signed, 0.0, 1.0).ravel(), 0.0), minlength=count)
     x, y, bw, bh = stats[:, 0], stats[:, 1], stats[:, 2], stats[:, 3]
     edge = (((x == 0) | (x + bw == w)) & (bh >= 0.6 * h) & (bw <= 0.15 * w)) | (
@@ -268,7 +272,7 @@ def strongest_group(signed: np.ndarray, digits: int = 1) -> tuple[np.ndarray, np
         if rest[second] >= SECOND_MIN_MASS * mass[main]:
             near |= group(second) & (rest > 0)
     keep = near.astype(np.uint8)[labels]
-    if np.count_nonzero(keep) < max(MIN_MARK_PX, MIN_MARK_SHARE * h * w) or float(signed[keep > 0].max()) < MIN_PEAK:
+    if np.count_nonzero(keep) < max(MIN_MARK_PX, MIN_MARK_SHARE * h * w) or float(signed[keep.view(bool)].max()) < MIN_PEAK:
         return None  # blank paper: a speck, or marks too faint to be a stroke
     return keep, mask
 
@@ -288,22 +292,23 @@ def find_digit(grey: np.ndarray, digits: int = 1) -> np.ndarray:
     that scale (stroke_level), which follows shadows the first blurs."""
     h, w = grey.shape
     grey = grey.astype(np.float32, copy=False)
-    uniform = uniform_paper(grey)
+    border = _border(grey)
+    paper = _median(border)  # flat_level's, on an image over 2 px each way
+    uniform = _uniform(grey, border, paper)
     if not (min(h, w) < FLAT_BELOW or uniform):
         signed, found = _photo_passes(grey, dark_ink(grey, median_level(grey)), digits)
         if (tight := _tight_photo(grey)) is not None and (_maybe_tight(found) or _fills_frame(tight)):
             return tight
         return _strokes(signed, found)
-    level = flat_level(grey)
+    level = np.float32(paper) if min(h, w) > 2 else flat_level(grey)
     dark = dark_ink(grey, level)
     signed = contrast(grey, level, dark)
     found = strongest_group(signed, digits)
     if found is None:
         # The border's median was ink: a crop as tight as a 1 drawn as a bar is mostly ink, border too. Then the paper is
         # at one of the border's extremes (on a border of one level, a blank, both are the median again: still nothing).
-        border = _border(grey)
         for extreme in (_quantile(border, 0.9), _quantile(border, 0.1)):
-            level = np.full_like(grey, extreme)
+            level = np.float32(extreme)
             dark = dark_ink(grey, level)
             signed = contrast(grey, level, dark)
             if (found := strongest_group(signed, digits)) is not None:
@@ -416,15 +421,18 @@ def _strokes(signed: np.ndarray, found: Found) -> np.ndarray:
     keep, mask = found
     r = max(1, round(max(h, w) / 300))  # the strokes' soft edges lie just outside the mask
     keep = cv2.dilate(keep, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
-    digit = np.clip(signed, 0.0, 1.0) * keep
-    strength = _quantile(digit[(mask & keep) > 0], 0.95)
+    digit = np.minimum(np.maximum(signed, 0.0), 1.0) * keep  # np.clip's, without its dispatch
+    strength = _quantile(digit[(mask & keep).view(bool)], 0.95)
     return np.minimum(digit / max(strength, MIN_PEAK), 1.0)
 
 
 def resize_bilinear(img: np.ndarray, height: int, width: int) -> np.ndarray:
     """Pillow's anti-aliased bilinear resize of a float32 image: it widens the filter when it shrinks, as MNIST's
-    reduction did."""
-    return np.asarray(Image.fromarray(np.ascontiguousarray(img, dtype=np.float32)).resize((width, height), Image.Resampling.BILINEAR))
+    reduction did. In and out through buffers (read-only, as np.asarray of an image is): fromarray's and asarray's
+    checks cost more than the resize on a digit's 20x20."""
+    h, w = img.shape
+    src = Image.frombuffer("F", (w, h), np.ascontiguousarray(img, dtype=np.float32), "raw", "F", 0, 1)
+    return np.frombuffer(src.resize((width, height), Image.Resampling.BILINEAR).tobytes(), np.float32).reshape(height, width)
 
 
 def centre_of_mass(img: np.ndarray) -> tuple[float, float]:
@@ -439,12 +447,8 @@ def centre_of_mass(img: np.ndarray) -> tuple[float, float]:
 
 def ink_box(ink: np.ndarray, threshold: float) -> np.ndarray | None:
     """The image cropped to the rows and columns that hold ink (values above `threshold`); None when none do."""
-    mask = ink > threshold
-    rows = np.flatnonzero(mask.any(1))
-    if not rows.size:
-        return None
-    cols = np.flatnonzero(mask.any(0))
-    return ink[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+    x, y, w, h = cv2.boundingRect((ink > threshold).view(np.uint8))  # of the nonzero pixels: one call for four
+    return ink[y : y + h, x : x + w] if w else None
 
 
 def fit_and_centre(ink: np.ndarray, size: int = 28, box: int = 20) -> np.ndarray:

@@ -21,7 +21,9 @@ from service.inputs.preprocess import (
     find_digit,
     fit_and_centre,
     flatten_alpha,
+    ink_box,
     is_drawing,
+    resize_bilinear,
     side_by_side,
     stroke_width,
     thinned,
@@ -193,6 +195,29 @@ def test_any_colour_array_with_alpha_gives_a_valid_input(arr, a):
 def test_the_median_is_numpys(values):
     """The paper's level and the ink's are read by a median of our own (one sort): the same value np.median gives."""
     assert _median(values) == float(np.median(values))
+
+
+@given(arrays(np.float32, st.tuples(st.integers(1, 40), st.integers(1, 40)), elements=st.floats(0, 1, width=32)))
+def test_the_ink_box_is_every_row_and_column_that_holds_ink(ink):
+    """The digit is cropped to exactly the rows and columns with ink above the threshold, and an image without is None."""
+    rows, cols = np.flatnonzero((ink > 0.5).any(1)), np.flatnonzero((ink > 0.5).any(0))
+    crop = ink_box(ink, 0.5)
+    if not rows.size:
+        assert crop is None
+    else:
+        assert crop is not None and np.array_equal(crop, ink[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1])
+
+
+@given(
+    arrays(np.float32, st.tuples(st.integers(2, 60), st.integers(2, 60)), elements=st.floats(0, 1, width=32)),
+    st.integers(1, 40),
+    st.integers(1, 40),
+)
+def test_resizing_a_crop_is_pillows_bilinear_resize(img, height, width):
+    """A crop (a view into a larger image, as fit_and_centre passes) is scaled as Pillow scales the same pixels."""
+    crop = img[1:, ::2]
+    expected = np.asarray(Image.fromarray(np.ascontiguousarray(crop)).resize((width, height), Image.Resampling.BILINEAR))
+    assert np.array_equal(resize_bilinear(crop, height, width), expected)
 
 
 def _drawn(side: int = 280, colour: tuple[float, float, float] = (0.07, 0.08, 0.09)) -> tuple[np.ndarray, np.ndarray]:
