@@ -169,8 +169,10 @@ def pixel_values(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def encode_png(pixels: np.ndarray) -> str:
-    """[H,W] values in [0,1] -> base64 of an 8-bit grey PNG, by OpenCV's encoder (already loaded for preprocessing):
-    25 us a 28x28 image, 3 us more than the PNG writer it replaced (BENCHMARKS.md)."""
+    """[H,W] values in [0,1] -> base64 of an 8-bit grey PNG, by OpenCV's encoder (already loaded for preprocessing).
+    Rows unfiltered: libpng's choice of a filter a row cost more than the deflate, and on a digit's black ground and
+    soft strokes it saved nothing (a 28x28 MNIST digit 21 -> 15 us and 262 -> 236 bytes; a 280x308 grid of blurred
+    digits 1.43 -> 0.82 ms for 7% more bytes; BENCHMARKS.md's notes)."""
     grey = (np.clip(pixels, 0, 1) * 255.0 + 0.5).astype(np.uint8)
     ok, png = cv2.imencode(".png", grey, _PNG_FAST)
     if not ok:
@@ -178,7 +180,7 @@ def encode_png(pixels: np.ndarray) -> str:
     return base64.b64encode(png.tobytes()).decode("ascii")
 
 
-_PNG_FAST = [cv2.IMWRITE_PNG_COMPRESSION, 1]
+_PNG_FAST = [cv2.IMWRITE_PNG_COMPRESSION, 1, cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE]
 
 
 def tile_grid(tiles: np.ndarray) -> np.ndarray:
