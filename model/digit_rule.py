@@ -60,23 +60,25 @@ def signals(lengths: np.ndarray, errors: np.ndarray, poses: np.ndarray) -> np.nd
     n = len(lengths)
     rows = np.arange(n)
     order = np.argsort(-lengths, axis=1)
-    ranked = np.take_along_axis(lengths, order, axis=1)  # [N,10], longest first
+    ranked = lengths[rows[:, None], order]  # [N,10], longest first
     winner = order[:, 0]
     won = errors[rows, winner]
     others = errors.copy()
     others[rows, winner] = np.inf
     best_other = others.min(1)
     log_won = np.log(won + _EPS)
-    columns = [
-        ranked[:, 0],
-        -ranked[:, 1:].sum(1),
-        ranked[:, 0] - ranked[:, 1],
-        -ranked[:, 1],
-        -log_won,
-        np.log(best_other + _EPS) - log_won,
-        -np.log(errors.min(1) + _EPS),
-    ]
-    return np.concatenate([np.stack(columns, 1), poses[rows, winner]], 1).astype(np.float32)
+    # each column written into its place: the service judges one input at a time, where stacking and joining the
+    # columns cost more than computing them
+    out = np.empty((n, len(SIGNAL_NAMES)), np.float32)
+    out[:, 0] = ranked[:, 0]
+    out[:, 1] = -ranked[:, 1:].sum(1)
+    out[:, 2] = ranked[:, 0] - ranked[:, 1]
+    out[:, 3] = -ranked[:, 1]
+    out[:, 4] = -log_won
+    out[:, 5] = np.log(best_other + _EPS) - log_won
+    out[:, 6] = -np.log(errors.min(1) + _EPS)
+    out[:, 7:] = poses[rows, winner]
+    return out
 
 
 @dataclass(frozen=True)
