@@ -11,6 +11,7 @@ and the rest; the front is the process less the model. Every kind runs at CLIENT
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import logging
 import os
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -148,25 +149,18 @@ def _service(duration_s: float, max_requests: int) -> tuple[dict[str, dict], dic
         server.stop()
 
 
-def _peer(duration_s: float, max_requests: int) -> dict[str, dict] | None:
-    """The 20-line server, with the INT8 file the service serves by default, on the same clients and the same bytes."""
-    if not PEER.exists():
-        return None
+PEER_KINDS = ("GET /healthz", "/predict, 28x28 PNG (multipart)", "/predict, 280x280 PNG (multipart)")
+ROUNDS = 5  # the service and the peer in turn, each kind: these shared machines drift by more than the gap between them
+
+
+@contextlib.contextmanager
+def _peer_server() -> Iterator[tuple[int, int]]:
+    """The 20-line server, with the INT8 file the service serves by default: its pid and port."""
     port = free_port()
     env = {**os.environ, "MODEL": str(REPO / "weights" / "capsnet-int8.onnx")}
-    cmd = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "--app-dir",
-        str(PEER.parent),
-        "naive_fastapi:app",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    app = ["--app-dir", str(PEER.parent), "naive_fastapi:app", "--port", str(port), "--log-level", "warning"]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", *app], cwd=REPO, env=env, **quiet)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -175,15 +169,33 @@ def _peer(duration_s: float, max_requests: int) -> dict[str, dict] | None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        kinds = _kinds(port)
-        rows = {}
-        for kind in ("GET /healthz", "/predict, 28x28 PNG (multipart)", "/predict, 280x280 PNG (multipart)"):
-            rows[kind] = _row(proc.pid, lambda r=kinds[kind]: load(f"http://127.0.0.1:{port}", r, CLIENTS, duration_s, max_requests))
-            log.info("peer %s: %s", kind, rows[kind])
-        return rows
+        yield proc.pid, port
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _side_by_side(duration_s: float, max_requests: int) -> dict | None:
+    """The service and the peer up together, each kind the peer serves sent to one then the other, ROUNDS times, the
+    order swapped each round: each round's service/peer ratios are taken within seconds of each other."""
+    if not PEER.exists():
+        return None
+    server = Server({"CAPSNET_INTRA_OP_THREADS": "1"}).wait_ready()
+    try:
+        with _peer_server() as (peer_pid, peer_port):
+            targets = {"service": (server.proc.pid, server.port), "peer": (peer_pid, peer_port)}
+            rounds: dict[str, dict[str, list[dict]]] = {kind: {"service": [], "peer": []} for kind in PEER_KINDS}
+            for k in range(ROUNDS):
+                for kind in PEER_KINDS:
+                    for who in ("service", "peer") if k % 2 == 0 else ("peer", "service"):
+                        pid, port = targets[who]
+                        url, requests = f"http://127.0.0.1:{port}", _kinds(port)[kind]
+                        load(url, requests, CLIENTS, 0.5, max_requests)  # its connections open and warm
+                        rounds[kind][who].append(_row(pid, lambda u=url, r=requests: load(u, r, CLIENTS, duration_s, max_requests)))
+                log.info("side by side, round %d of %d", k + 1, ROUNDS)
+    finally:
+        server.stop()
+    return {"rounds": ROUNDS, "duration_s": duration_s, "kinds": rounds}
 
 
 def measure(duration_s: float = 6.0, max_requests: int = 20000) -> dict:
@@ -193,6 +205,6 @@ def measure(duration_s: float = 6.0, max_requests: int = 20000) -> dict:
         "duration_s": duration_s,
         "service": rows,
         "loop_profile": profile,
-        "peer": _peer(duration_s, max_requests),
+        "side_by_side": _side_by_side(min(duration_s, 3.0), max_requests),
         "peer_file": str(PEER.relative_to(REPO.parent)) if PEER.exists() else None,
     }

@@ -834,16 +834,40 @@ def _front(data: dict | None) -> list[str]:
             _table(["phase", "share", "ms a request"], rows),
             "",
         ]
-    if data.get("peer"):
-        peer = [[kind, *cells(r)] for kind, r in data["peer"].items()]
-        out += [
-            f"Beside it, the same clients and bytes against `{data['peer_file']}` (FastAPI + Pillow + onnxruntime in 20 lines, "
-            "the INT8 file, no batching, no preprocessing: its model runs on anyio's threads, so its front is its whole process):",
-            "",
-            _table(["request", *cols], peer),
-            "",
-        ]
+    if data.get("side_by_side"):
+        out += _side_by_side(data["side_by_side"], data["peer_file"], data["clients"])
     return out
+
+
+def _side_by_side(side: dict, peer_file: str, clients: int) -> list[str]:
+    """Each kind the peer serves: the median round of each server, and the service over the peer round by round."""
+
+    def ratio(a: list[dict], b: list[dict], key: str) -> str:
+        r = [x[key] / y[key] for x, y in zip(a, b, strict=True) if y[key]]
+        return f"{median(r):.2f} ({min(r):.2f}-{max(r):.2f})" if r else ""
+
+    keys = ("requests_per_s", "p50_ms", "event_loop_ms", "process_ms")
+    rows, ratios = [], []
+    for kind, by in side["kinds"].items():
+        for who in ("service", "peer"):
+            runs = by[who]
+            medians = [round(median([r[k] for r in runs]), 3) for k in keys]
+            rows.append([kind if who == "service" else "", who, *medians, sum(r["errors"] for r in runs)])
+        ratios.append([kind, *(ratio(by["service"], by["peer"], k) for k in ("event_loop_ms", "process_ms", "requests_per_s"))])
+    return [
+        f"Beside it, the same clients and bytes against `{peer_file}` (FastAPI + Pillow + onnxruntime in 20 lines, the INT8 "
+        "file, no batching, no preprocessing: its model runs on anyio's threads, so its front is its whole process). Both "
+        f"servers up together, each kind sent to one and then the other for {side['duration_s']:g} s at {clients} clients, "
+        f"{side['rounds']} rounds with the order swapped each round; the median round of each:",
+        "",
+        _table(["request", "server", "requests/s", "p50 ms", "event loop ms", "whole process ms", "errors"], rows),
+        "",
+        "The service over the peer, round by round (median, and the range over the rounds): below 1 the service spends less "
+        "(for requests/s, above 1 it serves more).",
+        "",
+        _table(["request", "event loop ms", "whole process ms", "requests/s"], ratios),
+        "",
+    ]
 
 
 def _processes(data: dict | None) -> list[str]:

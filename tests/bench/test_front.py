@@ -51,3 +51,28 @@ def test_the_loops_profile_is_a_table_of_phases(tmp_path):
     (tmp_path / "front.json").write_text(json.dumps(data))
     text = render(tmp_path)
     assert "py-spy's 40 samples of the main thread" in text and "| decoding and preprocessing | 75.0% | 0.6 |" in text
+
+
+def test_the_peer_is_set_beside_the_service_round_by_round(tmp_path):
+    """Each round's ratio is taken between runs seconds apart; the table gives their median and range, not one pass each."""
+
+    def run(loop: float, process: float, rate: float) -> dict:
+        return {
+            "requests_per_s": rate,
+            "p50_ms": 1.0,
+            "errors": 0,
+            "event_loop_ms": loop,
+            "front_ms": 0.0,
+            "model_ms": 0.0,
+            "process_ms": process,
+        }
+
+    service = [run(1.0, 3.0, 400.0), run(2.0, 6.0, 200.0), run(1.2, 3.3, 390.0)]  # the machine slowed in round two
+    peer = [run(0.8, 4.0, 300.0), run(1.6, 8.0, 150.0), run(1.0, 4.4, 280.0)]
+    side = {"rounds": 3, "duration_s": 3.0, "kinds": {"/predict": {"service": service, "peer": peer}}}
+    health = {"requests_per_s": 1.0, "p50_ms": 1.0, "errors": 0, "event_loop_ms": 0.1, "front_ms": 0.1, "model_ms": 0.0, "process_ms": 0.1}
+    data = {"clients": 8, "duration_s": 6.0, "service": {"GET /healthz": health}, "side_by_side": side, "peer_file": "shared/peers/p.py"}
+    (tmp_path / "front.json").write_text(json.dumps(data))
+    text = render(tmp_path)
+    assert "| /predict | service | 390.0 | 1.0 | 1.2 | 3.3 | 0 |" in text and "|  | peer | 280.0 | 1.0 | 1.0 | 4.4 | 0 |" in text
+    assert "| /predict | 1.25 (1.20-1.25) | 0.75 (0.75-0.75) | 1.33 (1.33-1.39) |" in text
