@@ -159,8 +159,9 @@ def _peer_server() -> Iterator[tuple[int, int]]:
     port = free_port()
     env = {**os.environ, "MODEL": str(REPO / "weights" / "capsnet-int8.onnx")}
     app = ["--app-dir", str(PEER.parent), "naive_fastapi:app", "--port", str(port), "--log-level", "warning"]
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", *app], cwd=REPO, env=env, **quiet)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", *app], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
