@@ -69,7 +69,7 @@ def signals(lengths: np.ndarray, errors: np.ndarray, poses: np.ndarray) -> np.nd
     log_won = np.log(won + _EPS)
     # each column written into its place: the service judges one input at a time, where stacking and joining the
     # columns cost more than computing them
-    out = np.empty((n, len(SIGNAL_NAMES)), np.float32)
+    out = np.empty((n, 7 + poses.shape[-1]), np.float32)  # SIGNAL_NAMES, for the network's 16 pose dimensions
     out[:, 0] = ranked[:, 0]
     out[:, 1] = -ranked[:, 1:].sum(1)
     out[:, 2] = ranked[:, 0] - ranked[:, 1]

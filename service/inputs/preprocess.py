@@ -91,12 +91,14 @@ def _border(grey: np.ndarray) -> np.ndarray:
     return np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
 
 
-def flat_level(grey: np.ndarray) -> np.float32:
-    """One paper level for the whole image, the median of its border: right for scans, canvases and MNIST-sized
-    uploads, where there is no shading to follow. A scalar, which every use broadcasts: the same values as an image of
-    it, for none of the passes over one."""
+def flat_level(grey: np.ndarray, border_median: float | None = None) -> np.float32:
+    """One paper level for the whole image, the median of its border (`border_median`, when the caller has read it):
+    right for scans, canvases and MNIST-sized uploads, where there is no shading to follow. A float32 scalar, which
+    every use broadcasts over the float32 image: the same values as an image of it, for none of the passes over one."""
     h, w = grey.shape
-    return np.float32(_median(_border(grey) if h > 2 and w > 2 else grey.ravel()))
+    if h > 2 and w > 2:
+        return np.float32(_median(_border(grey)) if border_median is None else border_median)
+    return np.float32(_median(grey.ravel()))
 
 
 def uniform_paper(grey: np.ndarray) -> bool:
@@ -247,6 +249,7 @@ def strongest_group(signed: np.ndarray, digits: int = 1) -> tuple[np.ndarray, np
         return None
     # Strong ink only: a pen stroke is the most contrasted thing on the page, a shadow's or a stain's large area of
     # faint contrast must not outweigh it.
+    # the masks here hold 0 and 1 (ink_mask's, and the components kept below): read as booleans without a pass
     strong = (signed >= 0.5 * _quantile(signed[mask.view(bool)], 0.995)).ravel()
     mass = np.bincount(labels.ravel(), weights=np.where(strong, np.clip(signed, 0.0, 1.0).ravel(), 0.0), minlength=count)
     x, y, bw, bh = stats[:, 0], stats[:, 1], stats[:, 2], stats[:, 3]
@@ -293,14 +296,14 @@ def find_digit(grey: np.ndarray, digits: int = 1) -> np.ndarray:
     h, w = grey.shape
     grey = grey.astype(np.float32, copy=False)
     border = _border(grey)
-    paper = _median(border)  # flat_level's, on an image over 2 px each way
+    paper = _median(border)
     uniform = _uniform(grey, border, paper)
     if not (min(h, w) < FLAT_BELOW or uniform):
         signed, found = _photo_passes(grey, dark_ink(grey, median_level(grey)), digits)
         if (tight := _tight_photo(grey)) is not None and (_maybe_tight(found) or _fills_frame(tight)):
             return tight
         return _strokes(signed, found)
-    level = np.float32(paper) if min(h, w) > 2 else flat_level(grey)
+    level = flat_level(grey, paper)
     dark = dark_ink(grey, level)
     signed = contrast(grey, level, dark)
     found = strongest_group(signed, digits)
@@ -422,7 +425,7 @@ def _strokes(signed: np.ndarray, found: Found) -> np.ndarray:
     r = max(1, round(max(h, w) / 300))  # the strokes' soft edges lie just outside the mask
     keep = cv2.dilate(keep, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
     digit = np.minimum(np.maximum(signed, 0.0), 1.0) * keep  # np.clip's, without its dispatch
-    strength = _quantile(digit[(mask & keep).view(bool)], 0.95)
+    strength = _quantile(digit[(mask & keep).view(bool)], 0.95)  # both masks 0/1, as strongest_group made them
     return np.minimum(digit / max(strength, MIN_PEAK), 1.0)
 
 
