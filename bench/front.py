@@ -150,7 +150,7 @@ def _service(duration_s: float, max_requests: int) -> tuple[dict[str, dict], dic
 
 
 PEER_KINDS = ("GET /healthz", "/predict, 28x28 PNG (multipart)", "/predict, 280x280 PNG (multipart)")
-ROUNDS = 5  # the service and the peer in turn, each kind: these shared machines drift by more than the gap between them
+ROUNDS = 6  # the service and the peer in turn, each first in half of them: these machines drift by more than the gap between them
 
 
 @contextlib.contextmanager
@@ -184,14 +184,15 @@ def _side_by_side(duration_s: float, max_requests: int) -> dict | None:
     server = Server({"CAPSNET_INTRA_OP_THREADS": "1"}).wait_ready()
     try:
         with _peer_server() as (peer_pid, peer_port):
-            targets = {"service": (server.proc.pid, server.port), "peer": (peer_pid, peer_port)}
+            servers = (("service", server.proc.pid, server.port), ("peer", peer_pid, peer_port))
+            targets = {who: (pid, f"http://127.0.0.1:{port}", _kinds(port)) for who, pid, port in servers}
             rounds: dict[str, dict[str, list[dict]]] = {kind: {"service": [], "peer": []} for kind in PEER_KINDS}
             for k in range(ROUNDS):
                 for kind in PEER_KINDS:
                     for who in ("service", "peer") if k % 2 == 0 else ("peer", "service"):
-                        pid, port = targets[who]
-                        url, requests = f"http://127.0.0.1:{port}", _kinds(port)[kind]
-                        load(url, requests, CLIENTS, 0.5, max_requests)  # its connections open and warm
+                        pid, url, kinds = targets[who]
+                        requests = kinds[kind]
+                        load(url, requests, CLIENTS, 0.5, max_requests)  # the server warmed to this kind after the other's turn
                         rounds[kind][who].append(_row(pid, lambda u=url, r=requests: load(u, r, CLIENTS, duration_s, max_requests)))
                 log.info("side by side, round %d of %d", k + 1, ROUNDS)
     finally:

@@ -858,7 +858,7 @@ def _side_by_side(side: dict, peer_file: str, clients: int) -> list[str]:
         f"Beside it, the same clients and bytes against `{peer_file}` (FastAPI + Pillow + onnxruntime in 20 lines, the INT8 "
         "file, no batching, no preprocessing: its model runs on anyio's threads, so its front is its whole process). Both "
         f"servers up together, each kind sent to one and then the other for {side['duration_s']:g} s at {clients} clients, "
-        f"{side['rounds']} rounds with the order swapped each round; the median round of each:",
+        f"{side['rounds']} rounds with the order swapped each round; each column's median over the rounds:",
         "",
         _table(["request", "server", "requests/s", "p50 ms", "event loop ms", "whole process ms", "errors"], rows),
         "",
