@@ -220,6 +220,19 @@ def test_resizing_a_crop_is_pillows_bilinear_resize(img, height, width):
     assert np.array_equal(resize_bilinear(crop, height, width), expected)
 
 
+@given(arrays(np.float32, st.tuples(st.just(20), st.integers(1, 20)), elements=st.floats(0.25, 1, width=32)), st.booleans())
+def test_a_digit_that_fits_the_box_keeps_its_values(crop, upright):
+    """Ink already 20 px on its longer side (every MNIST digit's) goes into the 28x28 frame as it is, as Pillow resizes
+    an image to its own size: each value unchanged, only moved to centre its mass."""
+    crop = crop if upright else np.ascontiguousarray(crop.T)
+    assert np.array_equal(np.asarray(Image.fromarray(crop).resize(crop.shape[::-1], Image.Resampling.BILINEAR)), crop)
+    page = np.zeros((40, 40), np.float32)
+    page[7 : 7 + crop.shape[0], 11 : 11 + crop.shape[1]] = crop
+    out = fit_and_centre(page)
+    placed = ink_box(out, 0.0)
+    assert placed is not None and np.array_equal(placed, crop)
+
+
 def _drawn(side: int = 280, colour: tuple[float, float, float] = (0.07, 0.08, 0.09)) -> tuple[np.ndarray, np.ndarray]:
     """A 7 drawn with a round anti-aliased pen on a transparent canvas: colour [H,W,3], alpha [H,W]."""
     alpha = np.zeros((side, side), np.float32)
