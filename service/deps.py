@@ -111,22 +111,27 @@ TwoDigit = Annotated[PairEngine | None, Depends(_two_digit)]
 
 @dataclass(frozen=True, slots=True)
 class PredictQuery:
-    """/predict's and /predict/batch's query, parsed by one dependency: each dependency FastAPI solves costs the event
-    loop time on every request, the hottest route's most of all."""
+    """What /predict and /predict/batch take, from one dependency: the checked body, the state and the query. Each
+    dependency FastAPI solves costs the event loop time on every request, the hottest route's most of all (three solved
+    apart cost about 30 us of the loop a /predict more than one)."""
 
+    body: Body
+    state: AppState  # ready, as ReadyDep gives it
     extras: set[str]  # ?include=: what the one-digit network's answers add
     routing_type: int | None  # ?routing_type=, with include=routing
     pairs: PairEngine | None  # ?model=multimnist (/predict only)
 
 
 async def _predict_query(
-    state: ReadyDep, include: IncludeQuery = None, routing_type: RoutingType = None, model: ModelQuery = "capsnet"
+    request: Request, include: IncludeQuery = None, routing_type: RoutingType = None, model: ModelQuery = "capsnet"
 ) -> PredictQuery:
-    return PredictQuery(included(include, EXTRAS), routing_type, _pairs(state, model))
+    state = await ready_state(request)
+    return PredictQuery(await _checked_body(request), state, included(include, EXTRAS), routing_type, _pairs(state, model))
 
 
-async def _batch_query(include: IncludeQuery = None, routing_type: RoutingType = None) -> PredictQuery:
-    return PredictQuery(included(include, EXTRAS), routing_type, None)
+async def _batch_query(request: Request, include: IncludeQuery = None, routing_type: RoutingType = None) -> PredictQuery:
+    state = await ready_state(request)
+    return PredictQuery(await _checked_body(request), state, included(include, EXTRAS), routing_type, None)
 
 
 PredictArgs = Annotated[PredictQuery, Depends(_predict_query)]
