@@ -48,7 +48,7 @@ ServingDep = Annotated[AppState, Depends(serving_state)]
 
 
 async def _checked_body(request: Request) -> Body:
-    assert isinstance(request, ReadRequest), "a route that takes Upload must be a BodyRoute"
+    assert isinstance(request, ReadRequest), "a route that takes Upload (or PredictArgs, BatchArgs) must be a BodyRoute"
     return request.checked
 
 
@@ -110,32 +110,32 @@ TwoDigit = Annotated[PairEngine | None, Depends(_two_digit)]
 
 
 @dataclass(frozen=True, slots=True)
-class PredictQuery:
-    """What /predict and /predict/batch take, from one dependency: the checked body, the state and the query. Each
-    dependency FastAPI solves costs the event loop time on every request, the hottest route's most of all (three solved
-    apart cost about 30 us of the loop a /predict more than one)."""
+class PredictCall:
+    """What /predict and /predict/batch take, from one dependency: the checked body, the ready state and the query.
+    Each dependency FastAPI solves costs the event loop time on every request, the hottest route's most of all (the body
+    and the query solved apart cost about 20 us of the loop a /predict more). The state stays a dependency of its own:
+    FastAPI solves it before it looks at the query, so a request to a service still loading is a 503 whatever its query,
+    as on every route that needs the model."""
 
     body: Body
-    state: AppState  # ready, as ReadyDep gives it
+    state: AppState
     extras: set[str]  # ?include=: what the one-digit network's answers add
     routing_type: int | None  # ?routing_type=, with include=routing
     pairs: PairEngine | None  # ?model=multimnist (/predict only)
 
 
-async def _predict_query(
-    request: Request, include: IncludeQuery = None, routing_type: RoutingType = None, model: ModelQuery = "capsnet"
-) -> PredictQuery:
-    state = await ready_state(request)
-    return PredictQuery(await _checked_body(request), state, included(include, EXTRAS), routing_type, _pairs(state, model))
+async def _predict_call(
+    request: Request, state: ReadyDep, include: IncludeQuery = None, routing_type: RoutingType = None, model: ModelQuery = "capsnet"
+) -> PredictCall:
+    return PredictCall(await _checked_body(request), state, included(include, EXTRAS), routing_type, _pairs(state, model))
 
 
-async def _batch_query(request: Request, include: IncludeQuery = None, routing_type: RoutingType = None) -> PredictQuery:
-    state = await ready_state(request)
-    return PredictQuery(await _checked_body(request), state, included(include, EXTRAS), routing_type, None)
+async def _batch_call(request: Request, state: ReadyDep, include: IncludeQuery = None, routing_type: RoutingType = None) -> PredictCall:
+    return PredictCall(await _checked_body(request), state, included(include, EXTRAS), routing_type, None)
 
 
-PredictArgs = Annotated[PredictQuery, Depends(_predict_query)]
-BatchArgs = Annotated[PredictQuery, Depends(_batch_query)]
+PredictArgs = Annotated[PredictCall, Depends(_predict_call)]
+BatchArgs = Annotated[PredictCall, Depends(_batch_call)]
 
 
 def capsnet_only(extras: set[str], routing_type: int | None) -> None:

@@ -1,4 +1,5 @@
-"""A request's body, checked once before anything parses it, read once and parsed once; routes take it as `Upload`.
+"""A request's body, checked once before anything parses it, read once and parsed once; routes take it as `Upload`
+(/predict and /predict/batch within `PredictArgs` and `BatchArgs`, service/deps.py).
 
 Why a route class (FastAPI's hook for a custom request) and not ASGI middleware: it runs after routing, so a method a
 path does not take is a 405 before its media type is looked at, and a refused body is counted under the route it was

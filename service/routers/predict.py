@@ -179,7 +179,7 @@ def _batched(state: AppState, extras: set[str]) -> Callable[[np.ndarray], Awaita
     openapi_extra={**_body_spec(PredictJSON, multiple=False), "parameters": [INCLUDE_PARAM, ROUTING_TYPE_PARAM, MODEL_PARAM]},
     summary="Classify one digit (or, with ?model=multimnist, two overlapping ones): capsule lengths, poses, reconstruction",
 )
-async def predict(query: PredictArgs) -> FastJSON:
+async def predict(call: PredictArgs) -> FastJSON:
     """Send an image as multipart field `file`, as JSON `{"image": base64}`, or MNIST-like `{"pixels": 28x28}`.
 
     Images are made to look like MNIST first (ink bright on black, fit to 20x20, centred by mass);
@@ -187,11 +187,11 @@ async def predict(query: PredictArgs) -> FastJSON:
     on dark, any size; `pixels` 36x36): drawn over each other, both are scaled together onto the 36x36 canvas; written
     apart (side by side, or one above the other), they are laid over each other there as MultiMNIST's pairs are. The
     answer names each digit the capsules find and redraws each from its own capsule."""
-    body, state, extras = query.body, query.state, query.extras
-    if query.pairs is not None:
-        capsnet_only(extras, query.routing_type)
-        return await _predict_pair(body, state, query.pairs, PIXELS in extras)
-    capsule_type = _capsule_type(extras, query.routing_type, state)
+    body, state, extras = call.body, call.state, call.extras
+    if call.pairs is not None:
+        capsnet_only(extras, call.routing_type)
+        return await _predict_pair(body, state, call.pairs, PIXELS in extras)
+    capsule_type = _capsule_type(extras, call.routing_type, state)
 
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         routing = await _unroll_routing(inference.out, extras, capsule_type, state)
@@ -210,10 +210,10 @@ async def predict(query: PredictArgs) -> FastJSON:
     openapi_extra=_with_include(_body_spec(PredictBatchJSON, multiple=True)),
     summary="Classify several digits in one request",
 )
-async def predict_batch(query: BatchArgs) -> FastJSON:
+async def predict_batch(call: BatchArgs) -> FastJSON:
     """Several `file` parts, `{"images": [...]}` or `{"pixels": [N x 28 x 28]}`, up to the configured maximum (64)."""
-    body, state, extras = query.body, query.state, query.extras
-    capsule_type = _capsule_type(extras, query.routing_type, state)
+    body, state, extras = call.body, call.state, call.extras
+    capsule_type = _capsule_type(extras, call.routing_type, state)
 
     async def answer(images: np.ndarray, inference: Inference) -> FastJSON:
         out = inference.out

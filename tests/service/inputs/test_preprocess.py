@@ -14,6 +14,7 @@ from PIL import Image
 
 from service.inputs.preprocess import (
     BOLD_STROKE,
+    INK_THRESHOLD,
     SIDE_SHIFT,
     _median,
     centre_of_mass,
@@ -220,17 +221,45 @@ def test_resizing_a_crop_is_pillows_bilinear_resize(img, height, width):
     assert np.array_equal(resize_bilinear(crop, height, width), expected)
 
 
-@given(arrays(np.float32, st.tuples(st.just(20), st.integers(1, 20)), elements=st.floats(0.25, 1, width=32)), st.booleans())
-def test_a_digit_that_fits_the_box_keeps_its_values(crop, upright):
-    """Ink already 20 px on its longer side (every MNIST digit's) goes into the 28x28 frame as it is, as Pillow resizes
-    an image to its own size: each value unchanged, only moved to centre its mass."""
-    crop = crop if upright else np.ascontiguousarray(crop.T)
-    assert np.array_equal(np.asarray(Image.fromarray(crop).resize(crop.shape[::-1], Image.Resampling.BILINEAR)), crop)
-    page = np.zeros((40, 40), np.float32)
-    page[7 : 7 + crop.shape[0], 11 : 11 + crop.shape[1]] = crop
-    out = fit_and_centre(page)
-    placed = ink_box(out, 0.0)
-    assert placed is not None and np.array_equal(placed, crop)
+def _fit_by_pillow(ink: np.ndarray, size: int, box: int) -> np.ndarray:
+    """MNIST's recipe written plainly: the ink's box scaled by Pillow to fit `box`, whatever its size, then centred by mass."""
+    out = np.zeros((size, size), np.float32)
+    crop = ink_box(ink, INK_THRESHOLD)
+    if crop is None:
+        return out
+    h, w = crop.shape
+    nh, nw = max(1, round(h * box / max(h, w))), max(1, round(w * box / max(h, w)))
+    patch = np.clip(np.asarray(Image.fromarray(np.ascontiguousarray(crop, np.float32)).resize((nw, nh), Image.Resampling.BILINEAR)), 0, 1)
+    cy, cx = centre_of_mass(patch)
+    top, left = int(round((size - 1) / 2 - cy)), int(round((size - 1) / 2 - cx))
+    r0, c0, r1, c1 = max(top, 0), max(left, 0), min(top + nh, size), min(left + nw, size)
+    if r1 > r0 and c1 > c0:
+        out[r0:r1, c0:c1] = patch[r0 - top : r1 - top, c0 - left : c1 - left]
+    return out
+
+
+@given(
+    st.sampled_from([(28, 20), (36, 13), (36, 26)]),
+    st.integers(1, 30),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([np.float32, np.float64]),
+)
+def test_fitting_is_pillows_resize_whatever_the_ink_s_size(frame, side, fits, seed, dtype):
+    """The ink fit and centred as Pillow scales it, values past [0,1] clipped; a digit that fits the box already (an
+    MNIST digit) keeps every value, only moved to centre its mass."""
+    size, box = frame
+    rng = np.random.default_rng(seed)
+    other = min(side, box)
+    shape = ((box, other) if rng.integers(2) else (other, box)) if fits else (side, int(rng.integers(1, 31)))
+    crop = rng.uniform(-0.5, 1.5, shape).astype(dtype)
+    crop[[0, -1], :] = crop[:, [0, -1]] = 0.6  # ink on every edge: the ink's box is the whole crop
+    page = np.zeros((40, 40), dtype)
+    page[3 : 3 + shape[0], 5 : 5 + shape[1]] = crop
+    out = fit_and_centre(page, size, box)
+    assert np.array_equal(out, _fit_by_pillow(page, size, box))
+    if fits:  # its values as they were (clipped), in a box of the same size
+        assert np.array_equal(ink_box(out, 0.0), np.clip(crop, 0, 1).astype(np.float32))
 
 
 def _drawn(side: int = 280, colour: tuple[float, float, float] = (0.07, 0.08, 0.09)) -> tuple[np.ndarray, np.ndarray]:

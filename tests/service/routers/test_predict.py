@@ -266,3 +266,19 @@ def test_a_request_that_cannot_have_the_model_in_time_is_a_503_to_retry():
         r = c.post("/v2/models/capsnet/infer", json={"inputs": [image]})
         assert r.status_code == 503 and "no model slot within" in r.json()["error"] and r.headers["retry-after"]
         assert c.get("/healthz").status_code == 200  # what needs no model is answered
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["/predict?routing_type=abc", "/predict?model=resnet", "/predict?include=everything", "/predict/batch?routing_type=abc"],
+)
+def test_a_service_still_loading_answers_503_whatever_the_query(target):
+    """Before the models are loaded (no `with`: the lifespan never starts), a request to a route that needs them is a 503
+    to retry, as on every such route, even when its query would be refused once the service is ready."""
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    r = TestClient(create_app(Settings())).post(target, files={"file": ("d.png", encode(Image.new("L", (28, 28))), "image/png")})
+    assert r.status_code == 503 and r.json()["error"] == "not_ready" and r.headers["retry-after"] == "1", r.text
