@@ -99,7 +99,9 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         e = {k: v for k, v in os.environ.items() if not k.startswith("CAPSNET_")}
-        e.update({"CAPSNET_PORT": str(self.port), "CAPSNET_HOST": "127.0.0.1"})
+        # one process unless asked for more: what tests and benchmarks read of a server (its threads' CPU from /proc, its
+        # own metrics and statistics) is one process's
+        e.update({"CAPSNET_PORT": str(self.port), "CAPSNET_HOST": "127.0.0.1", "CAPSNET_PROCESSES": "1"})
         if weights:
             e["CAPSNET_WEIGHTS_DIR"] = str(weights)
         e.update(env or {})

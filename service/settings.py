@@ -3,6 +3,7 @@ OpenTelemetry's own OTEL_* variables, so that a collector's usual configuration 
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -25,11 +26,12 @@ class Settings(BaseSettings):
         description="port of the Open Inference Protocol over gRPC (Triton's GRPCInferenceService), on `host`; unset: no gRPC",
     )
     processes: int = Field(
-        1,
+        default_factory=lambda: min(2, len(os.sched_getaffinity(0))),
         ge=1,
         le=64,
         description="worker processes serving the port (and the gRPC port), each with its own copy of the models "
-        "(service/processes.py); more than one lets every core take requests",
+        "(service/processes.py); more than one lets every core take requests. Default: two, one on a one-core host (on "
+        "two cores two served more requests than one at 4 and 16 clients, docs/scale-out.md)",
     )
     api_keys_file: Path | None = Field(
         None,
