@@ -113,10 +113,12 @@ EXPOSE 8000
 # `docker stop` a longer --time (compose: stop_grace_period) than that.
 STOPSIGNAL SIGTERM
 
-# start-period covers loading the ONNX sessions and the warm-up runs (/readyz answers
-# 503 until then); the probe is stdlib-only, the image has no curl.
+# start-period covers loading the ONNX sessions and the warm-up runs (until then the port
+# refuses connections, or with CAPSNET_PROCESSES=1 /readyz answers 503); the probe is
+# stdlib-only, the image has no curl.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "-m", "service.healthcheck"]
 
-# One uvicorn worker (the micro-batcher and the ONNX sessions live in that process).
+# CAPSNET_PROCESSES worker processes behind the port, two by default (one where one CPU is all
+# the container may use); each holds its own micro-batcher and ONNX sessions.
 CMD ["python", "-m", "service"]

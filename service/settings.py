@@ -3,13 +3,14 @@ OpenTelemetry's own OTEL_* variables, so that a collector's usual configuration 
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from service.engine.cores import available_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,12 +27,13 @@ class Settings(BaseSettings):
         description="port of the Open Inference Protocol over gRPC (Triton's GRPCInferenceService), on `host`; unset: no gRPC",
     )
     processes: int = Field(
-        default_factory=lambda: min(2, len(os.sched_getaffinity(0))),
+        default_factory=lambda: min(2, available_cores()),
         ge=1,
         le=64,
         description="worker processes serving the port (and the gRPC port), each with its own copy of the models "
-        "(service/processes.py); more than one lets every core take requests. Default: two, one on a one-core host (on "
-        "two cores two served more requests than one at 4 and 16 clients, docs/scale-out.md)",
+        "(service/processes.py); more than one lets every core take requests. Default: 2, or 1 where the process may use "
+        "one CPU only (its affinity and its cgroup's CPU quota); on two cores two served more requests than one at 4 and "
+        "16 clients (docs/scale-out.md)",
     )
     api_keys_file: Path | None = Field(
         None,

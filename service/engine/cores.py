@@ -12,6 +12,8 @@ The batcher decides per batch whether the service is busy (service/engine/batche
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the engines import this module for its figures
@@ -24,6 +26,37 @@ EVENT_LOOP_MS_PER_REQUEST = 1.0
 # handed between three threads on two cores (INT8, 16 clients: 3.0 ms a request with one batch at a time, 3.6-3.8 with two)
 BATCH_BESIDE_MS_PER_REQUEST = 0.5
 REMOTE_WORKERS = 2  # batcher threads (each with its own connection) to a remote engine
+
+
+def available_cores(cgroup_root: Path = Path("/sys/fs/cgroup"), self_cgroup: Path = Path("/proc/self/cgroup")) -> int:
+    """The CPUs this process may use: its affinity (a cpuset), and no more than its cgroup's CPU quota, rounded down, at
+    least one. A quota (`docker run --cpus=1`, a Kubernetes CPU limit) leaves the affinity at every core of the host, and
+    a worker process or a batch thread per core there would share one core's time."""
+    cores = len(os.sched_getaffinity(0))
+    quota = _cpu_quota(cgroup_root, self_cgroup)
+    return cores if quota is None else max(1, min(cores, int(quota)))
+
+
+def _cpu_quota(root: Path, self_cgroup: Path) -> float | None:
+    """CPUs a second the cgroup grants (cgroup v2 `cpu.max`, else v1 `cpu.cfs_quota_us` over `cpu.cfs_period_us`); None
+    without a limit or a readable cgroup. v2: the process's own group (from /proc/self/cgroup), else the root's, which is
+    the container's own in a container's cgroup namespace."""
+    try:
+        own = next((line.split("::", 1)[1].strip() for line in self_cgroup.read_text().splitlines() if line.startswith("0::")), "/")
+    except OSError:
+        own = "/"
+    for group in dict.fromkeys((root / own.lstrip("/"), root)):
+        try:
+            quota, period = (group / "cpu.max").read_text().split()[:2]
+        except (OSError, ValueError):
+            continue
+        return None if quota == "max" else int(quota) / int(period)
+    try:
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return None if quota_us <= 0 or period_us <= 0 else quota_us / period_us
 
 
 def batches_in_flight(ms_per_image: float | None, cores: int) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,7 +92,7 @@ class Engine:
     def batch_workers(self, ms_per_image: float | None) -> int:
         if self.capsnet_busy is None:  # one session (a GPU, or threads alone == threads busy): one batch at a time
             return 1
-        return cores.batches_in_flight(ms_per_image, len(os.sched_getaffinity(0)))
+        return cores.batches_in_flight(ms_per_image, cores.available_cores())
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "local", "counterfactuals": self.counterfactual_file}

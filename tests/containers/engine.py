@@ -90,7 +90,9 @@ def container(engine: Engine, image: str, name: str, env: dict[str, str] | None 
         args += ["-p", f"127.0.0.1:{port}:8000"]
     if network:
         args += ["--network", network] + (["--network-alias", alias] if alias else [])
-    for k, v in (env or {}).items():
+    # one worker process unless asked for more, as harness/server.py starts one: what these tests read of a container (its
+    # log, its protocol statistics) is one process's
+    for k, v in {"CAPSNET_PROCESSES": "1", **(env or {})}.items():
         args += ["-e", f"{k}={v}"]
     engine("rm", "-f", name, check=False)
     engine(*args, image)

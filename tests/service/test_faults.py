@@ -141,6 +141,6 @@ def test_startup_failure_exit_code_is_nonzero_from_the_entry_point(tmp_path):
         capture_output=True,
         text=True,
         timeout=60,
-        env={"CAPSNET_WEIGHTS_DIR": str(tmp_path), "CAPSNET_PORT": "0", "PATH": "/usr/bin:/bin"},
+        env={"CAPSNET_WEIGHTS_DIR": str(tmp_path), "CAPSNET_PORT": "0", "CAPSNET_PROCESSES": "1", "PATH": "/usr/bin:/bin"},
     )
     assert r.returncode == 3 and "model card not found" in r.stdout + r.stderr

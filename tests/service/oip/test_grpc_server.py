@@ -308,7 +308,8 @@ def test_a_port_already_taken_stops_the_service():
 def _env(extra: dict[str, str]) -> dict[str, str]:
     import os
 
-    return {**{k: v for k, v in os.environ.items() if not k.startswith("CAPSNET_")}, "CAPSNET_HOST": "127.0.0.1", **extra}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAPSNET_")}
+    return {**env, "CAPSNET_HOST": "127.0.0.1", "CAPSNET_PROCESSES": "1", **extra}
 
 
 def test_grpc_health_says_serving_for_the_server_and_the_inference_service(server):
