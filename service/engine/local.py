@@ -197,7 +197,9 @@ def load_engine(
         engine.capsnet_busy = open_session(weights_dir / model_file, providers, busy_threads)
     redraws = card.int8.decoder if card.int8 is not None and chosen == "int8" else None
     if redraws is not None and redraws.meets_bars and engine.provider == "CPUExecutionProvider":
-        engine.counterfactual_decoder = open_session(weights_dir / redraws.file, providers, threads)
+        # on one thread, alone or under load: an image's nine redraws take about 0.1 ms, where a second thread saves
+        # as much wall time as its hand-offs cost and adds half as much CPU again (BENCHMARKS.md's notes)
+        engine.counterfactual_decoder = open_session(weights_dir / redraws.file, providers, 1)
         engine.counterfactual_file = redraws.file
     log.info(
         "model %s %s (%s, %s; counterfactuals by %s) on %s (session providers %s); intra-op threads %s alone, %s under load",

@@ -55,6 +55,10 @@ def test_under_load_a_second_session_with_fewer_threads_gives_the_same_answers()
     for k in alone:
         assert np.allclose(alone[k], busy[k], atol=1e-5), k
     assert load_engine(WEIGHTS, card, "cpu", threads=1, busy_threads=1).capsnet_busy is None  # same threads: one session
+    # the nine redraws an image are too little work to share: one thread, alone or under load, leaving the loop its core
+    int8 = load_engine(WEIGHTS, card, "cpu", threads=2, precision="int8", busy_threads=1)
+    assert int8.counterfactual_decoder.get_session_options().intra_op_num_threads == 1
+    assert int8.capsnet.get_session_options().intra_op_num_threads == 2
     assert engine.warm_up(1) > 0  # ms per image on the busy session, which sets the batches in flight
 
 
