@@ -79,6 +79,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         grpc_server = await _start_grpc(app, state) if s.grpc_port is not None else None
         if grpc_server is not None:
             await grpc_server.ready()
+    if grpc_server is not None:
+        state.on_drain.append(grpc_server.draining)
     owns_process = app.state.load_in_background or group is not None
     if owns_process:  # SIGHUP loads the weights directory again without downtime (service/loading.py); uvicorn leaves it to the app
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, loading.on_hangup, state)

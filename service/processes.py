@@ -35,6 +35,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from multiprocessing import resource_tracker
 from pathlib import Path
 
@@ -77,6 +78,20 @@ def _config(app: object, s: Settings) -> uvicorn.Config:
     )
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, which tells the app that a drain has begun before it closes its listeners and waits for HTTP's
+    requests in flight: gRPC's health turns NOT_SERVING from the first moment of a drain, not once those are done."""
+
+    def __init__(self, config: uvicorn.Config, on_drain: list[Callable[[], Awaitable[None]]]) -> None:
+        super().__init__(config)
+        self.on_drain = on_drain
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for hook in self.on_drain:
+            await hook()
+        await super().shutdown(sockets)
+
+
 def serve(s: Settings, group: ProcessGroup | None = None, sockets: list[socket.socket] | None = None) -> int:
     """One process's server until it stops; its exit code. Alone it binds the port and answers from the first second
     (503 while the models load); in a group it accepts on the supervisor's socket once its models are warm."""
@@ -85,7 +100,7 @@ def serve(s: Settings, group: ProcessGroup | None = None, sockets: list[socket.s
     except KeysError as e:
         log.error("cannot start: %s", e)
         return STARTUP_FAILURE
-    server = uvicorn.Server(_config(app, s))
+    server = _Server(_config(app, s), app.state.capsnet.on_drain)
     app.state.capsnet.stop = lambda: setattr(server, "should_exit", True)  # models that fail to load end the process
     server.run(sockets)
     return STARTUP_FAILURE if not server.started or app.state.capsnet.failed else 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from copy import copy
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -72,6 +72,8 @@ class AppState:
     api_keys: tuple[bytes, ...] = ()  # CAPSNET_API_KEYS_FILE's keys; none: no key asked (service/http/auth.py)
     failed: str | None = None  # why loading the models failed (the process then stops: service/app.py)
     stop: Callable[[], None] | None = None  # how to stop the process it serves in (`python -m service` sets it)
+    # what to do when a drain begins, before HTTP stops taking connections (service/processes.py): gRPC's health says so
+    on_drain: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     payload_log: PayloadLog | None = None  # a sample of inputs and outputs as JSON lines, when CAPSNET_PAYLOAD_LOG asks
     group: ProcessGroup | None = None  # the worker processes this one serves beside (service/processes.py); None: alone
     tracing: Tracing | None = None  # OpenTelemetry, when the OTEL_* variables turn it on (service/tracing.py)

@@ -323,8 +323,13 @@ class GrpcServer:
         for service in ("", SERVICE):
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
 
-    async def stop(self, grace_s: float) -> None:
-        """Health says NOT_SERVING to every check and watcher first, so that a balancer stops sending; then new calls are
-        refused at once and calls in flight get `grace_s` to finish."""
+    async def draining(self) -> None:
+        """Health says NOT_SERVING to every check and watcher from now on, so that a balancer stops sending: the drain
+        has begun (HTTP takes no more connections), while calls still come in until HTTP's requests in flight are done."""
         await self.health.enter_graceful_shutdown()
+
+    async def stop(self, grace_s: float) -> None:
+        """NOT_SERVING, if a drain has not said so already; then new calls are refused at once and calls in flight get
+        `grace_s` to finish."""
+        await self.draining()
         await self.server.stop(grace_s)

@@ -349,6 +349,38 @@ def test_grpc_reflection_lists_and_describes_the_services(server):
     assert {"ModelInfer", "ServerReady", "ModelMetadata"} <= methods
 
 
+def test_grpc_health_says_not_serving_while_http_requests_in_flight_still_drain():
+    """SIGTERM with an upload still arriving: health turns NOT_SERVING at once, not once HTTP has drained (up to the
+    grace period later), and the upload is still answered."""
+    import signal
+
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from harness.clients import build_request, multipart_png
+    from harness.payloads import digit_pngs
+
+    env = {"CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_GRACEFUL_TIMEOUT_S": "60", "CAPSNET_BODY_TIMEOUT_S": "60"}
+    s = GrpcServer(env).wait_ready()
+    try:
+        body, content_type = multipart_png(digit_pngs(1)[0])
+        request = build_request("127.0.0.1", s.port, "/predict", body, content_type)
+        with socket.create_connection(("127.0.0.1", s.port), timeout=60) as upload, grpc.insecure_channel(s.grpc_url) as channel:
+            upload.sendall(request[: len(request) // 2])
+            watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""), timeout=30)
+            assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+            s.proc.send_signal(signal.SIGTERM)
+            assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING  # the upload is still half sent
+            upload.sendall(request[len(request) // 2 :])
+            answer = b""
+            while chunk := upload.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+        assert b'"prediction"' in answer
+        s.proc.wait(60)  # drained and gone
+    finally:
+        s.stop()
+
+
 def test_grpc_health_says_not_serving_once_a_drain_begins():
     """SIGTERM: health turns NOT_SERVING for every watcher before the server stops taking calls, so that a balancer
     watching it stops sending first."""
