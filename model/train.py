@@ -38,11 +38,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", default=MNIST_DIR, help="directory holding MNIST's four IDX files")
     p.add_argument("--out", default="checkpoints", help="where checkpoints and history go")
     p.add_argument("--epochs", type=int, default=30, help="train until this many epochs in total")
-    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=128, help="digits a step")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate at epoch 0")
     p.add_argument("--lr-decay", type=float, default=0.9, help="exponential decay of the learning rate per epoch")
     p.add_argument("--shift", type=int, default=2, help="random shift in px (the paper's augmentation)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="of the initial weights, the shuffling and the shifts")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads for torch")
     p.add_argument(
         "--device",
