@@ -49,7 +49,8 @@ def test_calibrating_writes_a_rule_the_service_reads_with_its_held_out_figures(m
 
 
 def test_the_paths_draw_the_same_digits_as_the_network_sees_them() -> None:
-    """One lone digit and one pair through each path land on the canvas where the pixels put them: the same ink, centred."""
+    """One lone digit and one pair through each path land on the canvas where the pixels put them: each path's ink has its
+    centre within 2.5 px of the pixels path's (each path centres and rescales by its own reading, within a pixel or two)."""
     x = (np.random.default_rng(0).random((2, 28, 28)) > 0.8).astype(np.uint8) * 255
     x[:, :4], x[:, -4:], x[:, :, :4], x[:, :, -4:] = 0, 0, 0, 0
     items = [
@@ -57,8 +58,16 @@ def test_the_paths_draw_the_same_digits_as_the_network_sees_them() -> None:
         {"digits": [0, 1], "labels": [1, 2], "shifts": np.array([[-2, 0], [2, 1]])},
     ]
     got = pair_paths.inputs(x, items, 23, 20)
+    ys, xs = np.mgrid[:36, :36]
+
+    def centre(ink: np.ndarray) -> np.ndarray:
+        return np.array([(ys * ink).sum(), (xs * ink).sum()]) / ink.sum()
+
     for path in PATHS:
         assert got[path].shape == (2, 1, 36, 36) and got[path].max() > 0.5, path
+        for item in range(2):
+            off = centre(got[path][item, 0]) - centre(got["pixels"][item, 0])
+            assert np.hypot(*off) <= 2.5, (path, item, off)
 
 
 def test_pairs_written_apart_are_read_as_well_as_pairs_drawn_over_each_other(measured) -> None:

@@ -107,7 +107,9 @@ def test_the_committed_repository_is_what_the_command_writes(tmp_path):
 
 def test_tensorrt_fp16_is_an_option(tmp_path):
     main(["--out", str(tmp_path), "--tensorrt-fp16"])
-    for config in _configs(tmp_path).values():
+    configs = _configs(tmp_path)
+    assert sorted(configs) == sorted(MODELS)
+    for config in configs.values():
         (accelerator,) = config.optimization.execution_accelerators.gpu_execution_accelerator
         assert accelerator.name == "tensorrt" and accelerator.parameters["precision_mode"] == "FP16"
         assert int(accelerator.parameters["max_workspace_size_bytes"]) > 0

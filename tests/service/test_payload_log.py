@@ -44,7 +44,19 @@ def test_tensors_in_full_only_when_asked_and_a_share_of_requests_only(tmp_path):
         for _ in range(5):
             c.post("/predict", json=body)
     assert _lines(none) == []
+    half = tmp_path / "half.jsonl"
+    with TestClient(create_app(Settings(intra_op_threads=1, warmup_runs=1, payload_log=str(half), payload_log_sample=0.5))) as c:
+        for _ in range(200):
+            c.post("/predict", json=body)
+    assert 60 <= len(_lines(half)) <= 140  # 100 expected, 7 the standard deviation: a share, neither none nor all
 
 
-def test_off_by_default():
-    assert Settings().payload_log is None
+def test_off_by_default(tmp_path, monkeypatch):
+    """With the settings' defaults the app opens no payload log, and predictions leave no file behind."""
+    for name in ("CAPSNET_PAYLOAD_LOG", "CAPSNET_PAYLOAD_LOG_SAMPLE", "CAPSNET_PAYLOAD_LOG_TENSORS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    with TestClient(create_app(Settings(intra_op_threads=1, warmup_runs=1))) as c:
+        assert c.app.state.capsnet.payload_log is None
+        assert c.post("/predict", json={"pixels": np.zeros((28, 28)).tolist()}).status_code == 200
+    assert list(tmp_path.iterdir()) == []

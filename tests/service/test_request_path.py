@@ -4,6 +4,7 @@ counted under their route; HEAD on every GET endpoint; one error code per mistak
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import time
 
@@ -47,9 +48,20 @@ def test_head_answers_every_get_endpoint_with_the_headers_and_no_body(client, pa
 
 
 def test_head_over_a_real_server_sends_no_body(server):
+    """On one keep-alive connection, HEAD then GET: the GET's answer starts right after the HEAD's headers, so no body
+    was sent (an HTTP client reads none after a HEAD whatever comes, and would not tell)."""
     for path in ("/healthz", "/model"):
-        r = httpx.head(server.url + path, timeout=10)
-        assert r.status_code == 200 and r.content == b"" and int(r.headers["content-length"]) > 0
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            ask = f"{{}} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            sock.sendall((ask.format("HEAD") + ask.format("GET")).encode())
+            got = b""
+            while got.count(b"HTTP/1.1 200 ") < 2 or not got.endswith(b"}"):
+                chunk = sock.recv(65536)
+                assert chunk, got
+                got += chunk
+        head, _, rest = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ") and int(re.search(rb"content-length: (\d+)", head).group(1)) > 0
+        assert rest.startswith(b"HTTP/1.1 200 "), rest[:80]  # the GET's status line, with nothing before it
     assert httpx.head(server.url + "/predict", timeout=10).status_code == 405
 
 
@@ -63,12 +75,17 @@ def test_early_rejections_are_counted_under_the_route_they_were_sent_to(client):
     for status, kwargs in sends:
         assert client.post("/predict", **kwargs).status_code == status
     assert client.put("/predict").status_code == 405
-    after = client.get("/metrics").text
-    for method, status in [("POST", 415), ("POST", 413), ("POST", 400), ("PUT", 405)]:
-        line = f'capsnet_requests_total{{endpoint="/predict",method="{method}",status="{status}"}}'
-        assert _count(after, line) == _count(before, line) + 1, line
     assert client.head("/healthz").status_code == 200
-    assert _count(client.get("/metrics").text, 'capsnet_requests_total{endpoint="/healthz",method="HEAD",status="200"}') >= 1
+    after = client.get("/metrics").text
+    for path, method, status in [
+        ("/predict", "POST", 415),
+        ("/predict", "POST", 413),
+        ("/predict", "POST", 400),
+        ("/predict", "PUT", 405),
+        ("/healthz", "HEAD", 200),
+    ]:
+        line = f'capsnet_requests_total{{endpoint="{path}",method="{method}",status="{status}"}}'
+        assert _count(after, line) == _count(before, line) + 1, line
 
 
 @pytest.mark.parametrize("body", [b'{"digit": 1, "pose": [', b"", b"\xff\xfe"], ids=["truncated", "empty", "not-utf8"])

@@ -89,7 +89,23 @@ def test_a_gateway_page_that_is_not_json_is_answered_in_words(session: tuple[Any
 
 
 def test_the_page_recovers_once_the_server_answers_again(session: tuple[Any, Watch]) -> None:
-    page, _ = session
+    """A gateway's 502 first, shown as an error; the next drawing, once /predict answers again, is read and the error
+    is gone."""
+    page, watch = session
+    failed: list[Any] = []
+    page.on("response", lambda r: r.status == 502 and failed.append(r))
+
+    def gateway(route: Any) -> None:
+        route.fulfill(status=502, content_type="text/html", body="<html><body>Bad Gateway</body></html>")
+
+    def predict(url: str) -> bool:
+        return urlsplit(url).path == "/predict"
+
+    page.route(predict, gateway)
+    draw(page, ZERO)
+    expect(_status(page)).to_have_class(re.compile(r"\bis-error\b"))
+    _drop_logged(page, watch, failed, "status of 502")
+    page.unroute(predict, gateway)
     draw(page, ZERO)
     wait_predicted(page, 0)
     wait_settled(page)

@@ -4,6 +4,7 @@ codes for what is refused, the size limit, and the same batcher, statistics and 
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
@@ -23,7 +24,6 @@ from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from harness.server import REPO, Server, free_port
-from service.settings import Settings
 
 MAX_BODY = 1 << 20  # a small limit, so that a message over it is quick to send
 CAPSNET_OUTPUTS = ["lengths", "poses", "reconstruction", "coupling", "primary"]
@@ -290,7 +290,20 @@ def test_the_batcher_and_metrics_see_grpc_requests(client, server):
 
 
 def test_grpc_is_off_unless_its_port_is_set():
-    assert Settings.model_fields["grpc_port"].default is None
+    """With the settings' defaults the service serves no gRPC: it never even imports its gRPC server."""
+    code = (
+        "import sys\n"
+        "from fastapi.testclient import TestClient\n"
+        "from service.app import create_app\n"
+        "from service.settings import Settings\n"
+        "with TestClient(create_app(Settings(intra_op_threads=1, warmup_runs=1))) as c:\n"
+        "    assert c.get('/readyz').status_code == 200\n"
+        "print('grpc server loaded:', 'service.oip.grpc_server' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAPSNET_")}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines()[-1] == "grpc server loaded: False"
 
 
 def test_a_port_already_taken_stops_the_service():

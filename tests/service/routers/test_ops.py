@@ -46,7 +46,10 @@ def test_metrics_count_requests_and_batches(client):
         count(after, 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"}')
         == count(before, 'capsnet_requests_total{endpoint="/predict",method="POST",status="200"}') + 1
     )
-    assert count(after, 'capsnet_requests_total{endpoint="/reconstruct"') >= 1
+    assert (
+        count(after, 'capsnet_requests_total{endpoint="/reconstruct"')
+        == count(before, 'capsnet_requests_total{endpoint="/reconstruct"') + 1
+    )
     assert count(after, "capsnet_batch_size_count") >= count(before, "capsnet_batch_size_count") + 1
     assert 'capsnet_request_seconds_bucket{endpoint="/predict"' in after
 
