@@ -86,7 +86,9 @@ def test_committed_labels_hold_on_poses_the_atlas_did_not_use():
     def fresh(k: int) -> np.ndarray:
         own = (images[labels == k] / np.float32(255.0)).astype(np.float32)
         lengths, poses = capsnet.run(["lengths", "poses"], {"image": own[:, None]})
-        return poses[lengths.argmax(1) == k, k][used : used + 60]
+        found = poses[lengths.argmax(1) == k, k][used : used + 60]
+        assert len(found) == 60, f"only {len(found)} fresh poses of digit {k}"
+        return found
 
     checked, failures = failing_labels(atlas, decoder, fresh)
     assert checked >= 40, f"only {checked} labelled dimensions"
@@ -126,7 +128,9 @@ def test_the_two_digit_networks_labels_hold_on_pairs_the_atlas_did_not_use():
         return found
 
     def as_the_service_sends_them(k: int) -> np.ndarray:
-        return pair_poses(served_lengths, served_poses, served.labels.numpy(), k)[0][:60]
+        found = pair_poses(served_lengths, served_poses, served.labels.numpy(), k)[0][:60]
+        assert len(found) >= 40, f"only {len(found)} poses of capsule {k} in pairs as the service sends them"
+        return found
 
     for poses_of in (fresh, as_the_service_sends_them):
         checked, failures = failing_labels(atlas, decoder, poses_of)

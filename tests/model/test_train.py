@@ -8,13 +8,18 @@ import torch
 
 from model.capsnet import CapsNet
 from model.export import build_card, export_onnx
-from model.train import checkpoint_weights, parse_args, train
+from model.train import WeightAverage, checkpoint_weights, parse_args, train
 from tests.model.test_data import make_split
 
 
 def _args(data, out, epochs, resume=None):
     argv = ["--data", str(data), "--out", str(out), "--epochs", str(epochs), "--batch-size", "16", "--threads", "1"]
     return parse_args(argv + (["--resume", str(resume)] if resume else []))
+
+
+def _record(epoch: dict) -> dict:
+    """An epoch's history record as history.json and the card hold it (timings to the millisecond tell two runs apart)."""
+    return json.loads(json.dumps(epoch))
 
 
 def _data(tmp_path, n_train: int):
@@ -36,6 +41,7 @@ def test_epochs_checkpoint_and_resume(tmp_path):
 
     state = train(_args(data, out, 2, resume=out / "last.pt"))
     assert state["epoch"] == 2 and len(state["history"]) == 2
+    assert _record(state["history"][0]) == history[0]  # the first epoch was carried over, not trained again
     ckpt = torch.load(out / "last.pt", weights_only=False)
     assert ckpt["epoch"] == 2
     assert abs(ckpt["optimizer"]["param_groups"][0]["lr"] - 1e-3 * 0.9**2) < 1e-9
@@ -54,9 +60,10 @@ def test_resume_from_exported_onnx_keeps_the_epoch_count(tmp_path):
     (weights / "model-card.json").write_text(json.dumps(build_card(model, ckpt, *paths, {}, None)))
     state = train(_args(data, tmp_path / "ckpt2", 2, resume=weights / "capsnet.onnx"))
     assert state["epoch"] == 2 and len(state["history"]) == 2
+    assert _record(state["history"][0]) == _record(ckpt["history"][0])  # from the card, not trained again
 
 
-def test_weight_average_is_checkpointed_and_the_better_weights_are_marked(tmp_path):
+def test_weight_average_is_checkpointed_and_the_better_weights_are_marked(tmp_path, monkeypatch):
     data = _data(tmp_path, 32)
     out = tmp_path / "ckpt"
     train(
@@ -71,7 +78,10 @@ def test_weight_average_is_checkpointed_and_the_better_weights_are_marked(tmp_pa
     assert ckpt["best_acc"] == max(rec["ema_test_accuracy"], rec["test_accuracy"])
     assert checkpoint_weights(ckpt) is ckpt[ckpt["best_weights"]]
 
-    # a checkpoint holding an average resumes with it
+    # a checkpoint holding an average resumes with it: with the averaging stopped, the next checkpoint's average is the
+    # one it was given, not the resumed weights' copy a fresh average starts from
+    monkeypatch.setattr(WeightAverage, "update", lambda self: None)
+    given = torch.load(out / "last.pt", weights_only=False)["ema"]["conv1.weight"]
     state = train(
         parse_args(
             [
@@ -93,6 +103,8 @@ def test_weight_average_is_checkpointed_and_the_better_weights_are_marked(tmp_pa
         )
     )
     assert state["epoch"] == 2 and "ema" not in state
+    resumed = torch.load(out / "last.pt", weights_only=False)
+    assert torch.equal(resumed["ema"]["conv1.weight"], given) and not torch.equal(given, resumed["model"]["conv1.weight"])
 
 
 def test_device_is_cuda_when_torch_sees_a_gpu(monkeypatch):

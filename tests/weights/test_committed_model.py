@@ -43,8 +43,10 @@ def test_int8_entry_matches_its_file_and_its_bars():
     assert hashlib.sha256((WEIGHTS / q["file"]).read_bytes()).hexdigest() == q["sha256"] == CARD["files"][q["file"]]["sha256"]
     extra_errors = q["test"]["errors"] - CARD["test"]["errors"]
     assert q["extra_errors"] == extra_errors
-    # <= 0.05 points of 10k, faster, and a number for every one of the 10k test images
-    assert q["meets_bars"] == (extra_errors <= 5 and q["speedup_batch32"] > 1.0 and q["nonfinite_outputs"] == 0)
+    # <= 0.05 points of 10k, faster, and a number for every one of the 10k test images: the committed file meets them
+    # (CAPSNET_PRECISION=auto serves it on the CPU because it does), and so does the INT8 decoder that redraws beside it
+    assert extra_errors <= 5 and q["speedup_batch32"] > 1.0 and q["nonfinite_outputs"] == 0
+    assert q["meets_bars"] and q["decoder"]["meets_bars"]
 
 
 def test_the_int8_files_figures_are_its_own():
