@@ -130,12 +130,24 @@ def test_the_front_runs_its_models_on_real_triton(tritonserver):
 
     local = Server({"CAPSNET_INTRA_OP_THREADS": "1", "CAPSNET_WARMUP_RUNS": "1", "CAPSNET_PRECISION": "fp32"}).wait_ready()
     front = Server({"CAPSNET_ENGINE_URL": f"http://{tritonserver}", "CAPSNET_WARMUP_RUNS": "1"}).wait_ready(timeout=120)
+
+    def inferences(model: str) -> int:  # Triton's own statistics: what it ran, whatever the front says
+        return httpx.get(f"http://{tritonserver}/v2/models/{model}/stats", timeout=10).json()["model_stats"][0]["inference_count"]
+
     try:
         png = _digit_png()
-        got, want = (httpx.post(s.url + "/predict", files={"file": ("d.png", png, "image/png")}, timeout=60).json() for s in (front, local))
+        before = {m: inferences(m) for m in ("capsnet", "decoder")}
+        got = httpx.post(front.url + "/predict", files={"file": ("d.png", png, "image/png")}, timeout=60).json()
+        assert inferences("capsnet") == before["capsnet"] + 1 and inferences("decoder") > before["decoder"]  # the redraws
+        want = httpx.post(local.url + "/predict", files={"file": ("d.png", png, "image/png")}, timeout=60).json()
         assert got["prediction"] == want["prediction"] and got["is_digit"] == want["is_digit"]
         np.testing.assert_allclose(got["lengths"], want["lengths"], atol=1e-4)
         np.testing.assert_allclose(got["recon_errors"], want["recon_errors"], atol=1e-3)
+        body = {"digit": got["prediction"], "pose": got["poses"][got["prediction"]]}
+        decoded = inferences("decoder")
+        drawn = [httpx.post(s.url + "/reconstruct?include=pixels", json=body, timeout=60).json() for s in (front, local)]
+        assert inferences("decoder") == decoded + 1
+        np.testing.assert_allclose(drawn[0]["reconstruction"]["pixels"], drawn[1]["reconstruction"]["pixels"], atol=1e-3)
         ready = httpx.get(front.url + "/readyz").json()
         assert ready["status"] == "ready" and ready["provider"] == "remote"
     finally:
