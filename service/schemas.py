@@ -31,14 +31,17 @@ EXAMPLE_PNG = "iVBORw0KGgoAAAANSUhEUgAAABwAAAAcCAAAAABXZoBIAAAAEElEQVR42mNgGAWjY
 
 
 class PredictJSON(BaseModel):
-    """Exactly one of `image` (base64 or data: URL of PNG/JPEG/GIF/BMP/WebP) or `pixels` (28x28 in [0,1])."""
+    """Exactly one of `image` (base64 or data: URL of PNG/JPEG/GIF/BMP/WebP) or `pixels` (28x28 in [0,1]; 36x36 with
+    ?model=multimnist)."""
 
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"examples": [{"image": "data:image/png;base64," + EXAMPLE_PNG}, {"pixels": [ROW] * 28}]}
     )
 
     image: str | None = Field(None, description="base64 or data: URL of an image; preprocessed to look like MNIST")
-    pixels: list[list[Unit]] | None = Field(None, description="28x28, 0 background, 1 ink; fed to the network as is")
+    pixels: list[list[Unit]] | None = Field(
+        None, description="28x28 (36x36 with ?model=multimnist), 0 background, 1 ink; fed to the network as is"
+    )
     source: Literal["upload", "canvas"] = Field(
         "upload",
         description="with `image`: `upload` (the default), a photo or scan, searched for the digit; `canvas`, a drawing whose "
@@ -77,7 +80,8 @@ class Picture(BaseModel):
 
 
 class Transform(BaseModel):
-    """An affine transform of the 28x28 input about its centre (model/affine.py): rotation, then shear, scale and shift."""
+    """An affine transform of the 28x28 input about its centre (model/affine.py): scale, then shear, then rotation, then
+    shift."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -123,7 +127,7 @@ class ModelInfo(BaseModel):
     name: str = Field(examples=["capsnet-mnist"])
     version: str = Field(examples=["12ep-1a2b3c4d"])
     provider: str = Field(description="onnxruntime execution provider in use", examples=["CPUExecutionProvider"])
-    precision: str = Field(description="fp32 or int8 (the convolutions)", examples=["fp32"])
+    precision: str = Field(description="fp32 or int8 (the convolutions); unknown where a remote engine does not say", examples=["fp32"])
 
 
 class RoutingIteration(BaseModel):
@@ -213,12 +217,12 @@ class Prediction(BaseModel):
         "in the model card, `is_digit`)"
     )
     why_not_digit: WhyNotDigit | None = Field(
-        description="when is_digit is false, which of the capsules' signals says so most; null for a digit"
+        None, description="when is_digit is false, which of the capsules' signals says so most; null for a digit"
     )
     recon_errors: list[float] = Field(
         description="[10] counterfactual reconstruction error of each digit capsule: the decoder run on "
         "capsule k's own pose, sum of squared differences to the input divided by the input's "
-        "sum of squares (0 is a perfect match, 1 as bad as an empty image)"
+        "sum of squares, floored at 1 (0 is a perfect match, 1 as bad as an empty image)"
     )
     counterfactuals: list[str] | None = Field(
         None, description="with ?include=counterfactuals: [10] base64 28x28 PNGs, the decoder's image from each digit capsule's own pose"
@@ -307,7 +311,9 @@ class Perturbation(BaseModel):
 
 class FieldError(BaseModel):
     loc: list[str | int] = Field(
-        description="where in the request: `body`, then field names and list indices", examples=[["body", "digit"]]
+        description="where in the request: field names and list indices, after `body` on /reconstruct and /perturb; empty "
+        "for a rule over the whole body (exactly one of `image` and `pixels`)",
+        examples=[["body", "digit"]],
     )
     msg: str = Field(examples=["Input should be less than or equal to 9"])
     type: str = Field(description="pydantic's error type", examples=["less_than_equal"])
@@ -315,8 +321,9 @@ class FieldError(BaseModel):
 
 class ErrorBody(BaseModel):
     error: str = Field(
-        description="one code per kind of mistake: bad_request, bad_input, bad_json, too_large, unsupported_media_type, "
-        "invalid, not_found, method_not_allowed, overloaded, not_ready, inference_failed, internal",
+        description="one code per kind of mistake: bad_request, bad_input, bad_json, unauthorized, not_found, "
+        "model_not_served, method_not_allowed, request_timeout, too_large, unsupported_media_type, invalid, overloaded, "
+        "not_ready, engine_unavailable, inference_failed, internal (http_error for another status the framework raises)",
         examples=["invalid"],
     )
     detail: str = Field(
@@ -371,6 +378,8 @@ class ServedModel(BaseModel):
                     "session_providers": ["CPUExecutionProvider"],
                     "available_providers": ["CPUExecutionProvider"],
                     "engine": {"kind": "local", "counterfactuals": "decoder-int8.onnx"},
+                    "architecture": {"image_size": 28, "num_classes": 10, "digit_dim": 16, "primary_grid": 6},
+                    "files": {"capsnet-int8.onnx": {"sha256": "6bfbc108...27fbfdb1", "bytes": 16893546}},
                     "input_spec": {"name": "image", "type": "tensor(float)", "shape": [None, 1, 28, 28]},
                     "limits": {
                         "max_body_bytes": 16777216,
@@ -403,7 +412,7 @@ class ServedModel(BaseModel):
     files: dict[str, dict[str, Any]] = Field(description="each file of the weights directory with its sha256, checked at start-up")
     provider: str = Field(description="onnxruntime execution provider in use")
     device: str
-    precision: str = Field(description="fp32 or int8 (the convolutions)")
+    precision: str = Field(description="fp32 or int8 (the convolutions); unknown where a remote engine does not say")
     model_file: str = Field(description="the capsnet ONNX file being served")
     session_providers: list[str]
     available_providers: list[str] = Field(description="what this onnxruntime build offers")
@@ -432,9 +441,10 @@ class Ready(BaseModel):
 
 
 ERRORS = {
-    400: {"model": ErrorBody, "description": "undecodable image, base64 or JSON"},
+    400: {"model": ErrorBody, "description": "undecodable image or base64; a body that is not JSON (NaN and Infinity included)"},
+    408: {"model": ErrorBody, "description": "the body did not arrive in time (CAPSNET_BODY_TIMEOUT_S, CAPSNET_BODY_MIN_RATE)"},
     413: {"model": ErrorBody, "description": "body or image over the limits"},
     415: {"model": ErrorBody, "description": "media type not accepted"},
-    422: {"model": ErrorBody, "description": "wrong shape, non-finite or out-of-range values"},
+    422: {"model": ErrorBody, "description": "wrong shape or out-of-range values"},
     503: {"model": ErrorBody, "description": "model queue full or not ready; see Retry-After"},
 }

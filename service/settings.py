@@ -37,8 +37,9 @@ class Settings(BaseSettings):
     )
     api_keys_file: Path | None = Field(
         None,
-        description="a file of API keys, one a line: with it, every request but the probes and the page needs "
-        "`Authorization: Bearer <key>` (gRPC metadata too); unset: no key asked",
+        description="a file of API keys, one a line: with it, every request but the probes, the page and what it loads before "
+        "the key (/openapi.json, /dimensions, /multimnist/sample, /static/, /decoders/) needs `Authorization: Bearer <key>` "
+        "(gRPC metadata too); unset: no key asked",
     )
     payload_log: str | None = Field(
         None, description="a file (or `-`, standard error) for JSON lines of what the models were given and answered; unset: off"

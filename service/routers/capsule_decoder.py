@@ -19,7 +19,7 @@ from service.errors import Invalid, NotServed
 from service.http.body import BodyRoute
 from service.inputs.images import encode_png, tile_grid
 from service.postprocess import PIXELS_PARAM, FastJSON, picture
-from service.schemas import ERRORS, Perturbation, PerturbRequest, Reconstruction, ReconstructRequest
+from service.schemas import ERRORS, ErrorBody, Perturbation, PerturbRequest, Reconstruction, ReconstructRequest
 from service.state import AppState
 from service.threads import in_thread
 
@@ -57,7 +57,7 @@ def _decoder(pairs: PairEngine | None, state: AppState) -> tuple[Decoder, int, C
 @router.post(
     "/reconstruct",
     response_model=Reconstruction,
-    responses=ERRORS,
+    responses={**ERRORS, 404: {"model": ErrorBody, "description": "?model= names a model not served here"}},
     openapi_extra={"parameters": [MODEL_PARAM, PIXELS_PARAM]},
     summary="Decode one digit capsule's pose into an image",
 )
@@ -72,7 +72,7 @@ async def reconstruct(req: ReconstructRequest, state: ReadyDep, pairs: TwoDigit,
 @router.post(
     "/perturb",
     response_model=Perturbation,
-    responses=ERRORS,
+    responses={**ERRORS, 404: {"model": ErrorBody, "description": "?model= names a model not served here"}},
     openapi_extra={"parameters": [MODEL_PARAM]},
     summary="The paper's Figure 4 for one pose",
 )

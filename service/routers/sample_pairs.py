@@ -9,13 +9,18 @@ from service.deps import ReadyDep
 from service.errors import NotServed
 from service.inputs.mnist_test_set import sample_pair
 from service.postprocess import FastJSON
-from service.schemas import ERRORS, PairSample
+from service.schemas import ERRORS, ErrorBody, PairSample
 from service.threads import in_thread
 
 router = APIRouter(tags=["predict"])
 
 
-@router.get("/multimnist/sample", response_model=PairSample, responses=ERRORS, summary="Two random MNIST test digits, overlaid")
+@router.get(
+    "/multimnist/sample",
+    response_model=PairSample,
+    responses={404: {"model": ErrorBody, "description": "no MNIST test digits here, or no two-digit model"}, 503: ERRORS[503]},
+    summary="Two random MNIST test digits, overlaid",
+)
 async def sample(state: ReadyDep) -> FastJSON:
     """A pair made as the test pairs are (36x36, each digit shifted up to 4 px, added and clipped), from MNIST's test set when
     this server has it (CAPSNET_MNIST_DIR); 404 when it has not, or serves no two-digit model."""
