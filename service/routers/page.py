@@ -35,6 +35,8 @@ async def index(request: Request, state: ReadyDep) -> HTMLResponse:
         "primary_grid": card.primary_grid,
         "primary_stride": card.architecture.primary_stride,
         "primary_channels": card.primary_channels,
+        # the routing inspector's trace (weights/routing.onnx): a front of a remote engine may be without it
+        "routing": state.routing_inspector is not None,
         # section 7, two digits at once: when the two-digit network is served here
         "pairs": state.pair_engine is not None,
         "pair_size": state.pair_engine.card.image_size if state.pair_engine is not None else None,

@@ -8,7 +8,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.static.pages import Watch
+from tests.static.pages import Watch, open_page
 from tests.static.test_page import ZERO, draw, expect, src, wait_predicted, wait_settled
 
 
@@ -110,3 +110,29 @@ def test_the_page_recovers_once_the_server_answers_again(session: tuple[Any, Wat
     wait_predicted(page, 0)
     wait_settled(page)
     expect(_status(page)).not_to_have_class(re.compile(r"\bis-error\b"))
+
+
+def test_a_server_without_the_routing_trace_still_reads_drawings(browser: Any, tmp_path: Any) -> None:
+    """A front whose weights hold the card but not the routing trace (a remote engine's may): the page reads a drawing
+    as any other, and says in the routing section why there is no routing to show."""
+    import json
+
+    from harness.server import Server
+    from tests.service.test_loading import weights_dir
+
+    weights = weights_dir(tmp_path)
+    card = json.loads((weights / "model-card.json").read_text())
+    del card["routing"]
+    (weights / "model-card.json").write_text(json.dumps(card))
+    server = Server({"CAPSNET_LOG_LEVEL": "warning"}, weights=weights).wait_ready()
+    context, page, watch = open_page(browser, server.url)
+    try:
+        draw(page, ZERO)
+        wait_predicted(page, 0)
+        wait_settled(page)
+        expect(_status(page)).not_to_have_class(re.compile(r"\bis-error\b"))
+        expect(page.locator("#routing-legend-text")).to_contain_text("This server has no routing trace")
+    finally:
+        context.close()
+        server.stop()
+    watch.check()
