@@ -179,7 +179,12 @@ export function createPairs(opts) {
   if (els.random) {
     els.random.addEventListener("click", function () {
       var mine = ++choice;
-      fetch(SAMPLE, { headers: withKey({}) }).then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("HTTP " + r.status)); }).then(function (s) {
+      fetch(SAMPLE, { headers: withKey({}) }).then(function (r) {
+        if (r.ok) return r.json();
+        // the server's own reason (no MNIST test digits here, say), else the status
+        return r.json().then(function (b) { throw new Error(b && b.detail ? b.detail : "HTTP " + r.status); },
+          function () { throw new Error("HTTP " + r.status); });
+      }).then(function (s) {
         if (mine !== choice) return; // the page moved on (an upload, Clear, another pair) while it came
         forget();
         state.sample = s.pixels;
@@ -256,7 +261,10 @@ export function createPairs(opts) {
     if (wait <= 0) predict();
     else if (!liveTimer) liveTimer = setTimeout(function () { liveTimer = null; if (state.current) predict(); }, wait);
   }
-  var predictChannel = channel(show, function (err) { els.verdict.textContent = err.message; }, els.verdict);
+  var predictChannel = channel(show, function (err) {
+    show(null); // not the previous answer on show as if it were this drawing's
+    els.verdict.textContent = "Could not read the digits: " + err.message;
+  }, els.verdict);
   function predict() {
     lastLive = performance.now();
     predictChannel.ask(function () {
@@ -285,7 +293,7 @@ export function createPairs(opts) {
   }
 
   function verdictText(data) {
-    if (data.blank) return "Nothing drawn yet";
+    if (data.blank) return "No ink found in the picture: draw two digits";
     if (data.not_digits) return "No digits: the capsules read none in this (a letter, a scribble?); draw two digits";
     var p = data.predictions;
     if (p.length === 2) return "Two digits: " + p[0] + " and " + p[1];
@@ -444,7 +452,7 @@ export function createPairs(opts) {
       state.recon[k] = state.named[k] ? flat(data.reconstructions[k].pixels) : null;
       opts.setImage(els.alone[k], state.named[k] ? data.reconstructions[k].png : null);
       els.alone[k].closest("figure").classList.toggle("is-unnamed", !!data && !state.named[k]);
-      els.alone[k].closest("figure").querySelector(".unnamed-note").textContent = data && data.not_digits ? ": no digit read" : ": too short to be a digit";
+      els.alone[k].closest("figure").querySelector(".unnamed-note").textContent = data && data.blank ? ": no ink found" : data && data.not_digits ? ": no digit read" : ": too short to be a digit";
       els.aloneCaption[k].textContent = data ? String(data.ranked[k]) : "\u2013";
       els.capsule.options[k].textContent = (k ? "second" : "first") + " capsule" + (data ? " (" + data.ranked[k] + ")" : "");
       els.capsule.options[k].disabled = !!data && !state.named[k];
@@ -503,7 +511,7 @@ export function createPairs(opts) {
     state.recon[req.which] = flat(data.reconstruction.pixels);
     opts.setImage(els.alone[req.which], data.reconstruction.png);
     drawOverlay();
-  }, function (err) { els.verdict.textContent = err.message; });
+  }, function (err) { els.verdict.textContent = "Could not redraw the capsule: " + err.message; });
 
   function reconstruct() {
     if (decoder.ready() && state.result) {

@@ -140,6 +140,31 @@ def test_the_sliders_name_what_each_dimension_does_to_the_chosen_digit(session: 
     expect(page.get_by_test_id("pair-pose-label-0")).to_have_text("")
 
 
+def test_a_failed_read_says_so_and_leaves_no_earlier_answer_on_show(session: tuple[Any, Watch]) -> None:
+    """The service read a pair; the next read fails (a gateway's 502): the verdict says the read failed, and the earlier
+    answer's redrawings are gone rather than shown as the new drawing's."""
+    page, watch = session
+    draw_two(page, LEFT_ONE, RIGHT_ZERO)
+    expect(page.get_by_test_id("pair-verdict")).to_contain_text("Two digits")
+    assert page.get_by_test_id("pair-alone-1").get_attribute("src")
+    failed: list[Any] = []
+    page.on("response", lambda r: r.status == 502 and failed.append(r))
+    page.route(
+        lambda url: urlsplit(url).path == "/predict" and "model=multimnist" in url,
+        lambda route: route.fulfill(status=502, content_type="text/html", body="<html><body>Bad Gateway</body></html>"),
+    )
+    draw(page, LEFT_ONE, canvas=PAIR)
+    settled(page)
+    expect(page.get_by_test_id("pair-verdict")).to_contain_text("Could not read the digits: HTTP 502")
+    assert page.get_by_test_id("pair-alone-1").get_attribute("src") is None
+    page.wait_for_load_state("networkidle")
+    for _ in range(100):  # the browser logs each failed response itself, a moment after the page has shown it
+        if sum("status of 502" in e for e in watch.errors) >= len(failed):
+            break
+        page.wait_for_timeout(100)
+    watch.errors = [e for e in watch.errors if "status of 502" not in e]
+
+
 def test_section_7_is_reached_from_the_top_of_the_page(session: tuple[Any, Watch]) -> None:
     page, _ = session
     link = page.get_by_test_id("jump-pairs")
