@@ -29,7 +29,7 @@ import { createRoutingInspector } from "./routing.js";
   };
   var LIVE_INTERVAL_MS = 100; // predictions while a stroke is being drawn
   // pixels: the probe sends back what the network saw; routing where this server has the routing trace
-  var PREDICT_PATH = "/predict?include=counterfactuals,pixels" + (app.dataset.routing === "yes" ? ",routing" : "");
+  var PREDICT_PATH = "/predict?include=counterfactuals" + (app.dataset.routing === "yes" ? ",routing" : "") + ",pixels";
   var FIGURE_DELAY_MS = 150; // the Figure 4 grid waits for the drawing to settle
   var FIGURE_DELTAS = [-0.25, -0.2, -0.15, -0.1, -0.05, 0, 0.05, 0.1, 0.15, 0.2, 0.25]; // the server's /perturb default
   var EXPORT_SIZE = 280; // the drawing is sent as a 280x280 PNG whatever the screen size
