@@ -8,6 +8,7 @@
  * This module draws and predicts, and drives the decoder (sections 1-5); static/routing.js (the routing inspector)
  * and static/probe.js (the equivariance probe) each own a section and share `state` with it.
  */
+import { readAnswer } from "./answers.js";
 import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
 import { Channel } from "./channel.js";
 import { dimensionText, loadAtlas, nameSlider } from "./dimensions.js";
@@ -25,11 +26,12 @@ import { createRoutingInspector } from "./routing.js";
     digitDim: parseInt(app.dataset.digitDim, 10),
     imageSize: parseInt(app.dataset.imageSize, 10),
     primaryStride: parseInt(app.dataset.primaryStride, 10),
-    device: app.dataset.device
+    device: app.dataset.device,
+    routing: app.dataset.routing === "yes" // this server has the routing trace (weights/routing.onnx)
   };
   var LIVE_INTERVAL_MS = 100; // predictions while a stroke is being drawn
   // pixels: the probe sends back what the network saw; routing where this server has the routing trace
-  var PREDICT_PATH = "/predict?include=counterfactuals" + (app.dataset.routing === "yes" ? ",routing" : "") + ",pixels";
+  var PREDICT_PATH = "/predict?include=counterfactuals" + (CFG.routing ? ",routing" : "") + ",pixels";
   var FIGURE_DELAY_MS = 150; // the Figure 4 grid waits for the drawing to settle
   var FIGURE_DELTAS = [-0.25, -0.2, -0.15, -0.1, -0.05, 0, 0.05, 0.1, 0.15, 0.2, 0.25]; // the server's /perturb default
   var EXPORT_SIZE = 280; // the drawing is sent as a 280x280 PNG whatever the screen size
@@ -119,14 +121,8 @@ import { createRoutingInspector } from "./routing.js";
     }
     var t0 = performance.now();
     return fetch(path, opts).then(function (res) {
-      return res.json().catch(function () { return null; }).then(function (data) {
-        showRtt(path.split("?")[0], performance.now() - t0);
-        if (!res.ok) {
-          var msg = data && data.detail ? data.detail : "HTTP " + res.status;
-          throw new Error(typeof msg === "string" ? msg : JSON.stringify(msg));
-        }
-        return data;
-      });
+      showRtt(path.split("?")[0], performance.now() - t0);
+      return readAnswer(res);
     });
   }
 
@@ -307,7 +303,7 @@ import { createRoutingInspector } from "./routing.js";
 
   function predictPath() {
     var t = inspector.capsuleType();
-    return PREDICT_PATH + (t === "mean" || app.dataset.routing !== "yes" ? "" : "&routing_type=" + encodeURIComponent(t));
+    return PREDICT_PATH + (t === "mean" || !CFG.routing ? "" : "&routing_type=" + encodeURIComponent(t));
   }
 
   // Fields a server without the is-it-a-digit check lacks: then every answer counts as a digit.

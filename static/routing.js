@@ -150,7 +150,7 @@ export function createRoutingInspector(page) {
     els.scaleLo.textContent = els.scaleHi.textContent = "\u2013";
     els.scaleMark.textContent = "";
     els.scale.getContext("2d").clearRect(0, 0, els.scale.width, els.scale.height);
-    els.legendText.textContent = document.getElementById("app").dataset.routing === "yes"
+    els.legendText.textContent = CFG.routing
       ? "Draw a digit to see routing."
       : "This server has no routing trace (weights/routing.onnx), so routing cannot be shown here.";
     showRoutingBars(new Array(CFG.numClasses).fill(0), false);
