@@ -11,6 +11,7 @@
  * static/dimensions.js). "Two random test digits" asks the server for a pair made from MNIST's test set, where the server has it;
  * "Upload image" sends a picture as a file, as any client would, and strokes drawn over it go with it as one picture.
  */
+import { readAnswer } from "./answers.js";
 import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
 import { loadAtlas, nameSlider } from "./dimensions.js";
 import { withKey } from "./key.js";
@@ -179,12 +180,8 @@ export function createPairs(opts) {
   if (els.random) {
     els.random.addEventListener("click", function () {
       var mine = ++choice;
-      fetch(SAMPLE, { headers: withKey({}) }).then(function (r) {
-        if (r.ok) return r.json();
-        // the server's own reason (no MNIST test digits here, say), else the status
-        return r.json().then(function (b) { throw new Error(b && b.detail ? b.detail : "HTTP " + r.status); },
-          function () { throw new Error("HTTP " + r.status); });
-      }).then(function (s) {
+      // a failure gives the server's own reason (no MNIST test digits here, say), else the status
+      fetch(SAMPLE, { headers: withKey({}) }).then(readAnswer).then(function (s) {
         if (mine !== choice) return; // the page moved on (an upload, Clear, another pair) while it came
         forget();
         state.sample = s.pixels;
@@ -417,16 +414,23 @@ export function createPairs(opts) {
   }
 
   // Each named redrawing takes the colour of the ink it overlaps most: the pairing of redrawings to inks with the most
-  // overlap. Without two inks (one colour drawn, a test pair) red is the pair's first (longer) capsule, green the second.
+  // overlap, and a lone named redrawing the colour of the ink it overlaps more (of the one ink drawn, where only one was).
+  // Two redrawings over one ink, or no ink (a test pair, an upload): red is the pair's first (longer) capsule, green the
+  // second. `byInk`: the colours stand for inks the person drew, and the legend names them so.
   function matchInks(inks) {
-    var both = inks && inks.frame && [0, 1].every(function (c) { return inks.strokes.some(function (s) { return s.ink === c; }); });
-    if (!both || !state.recon[0] || !state.recon[1]) {
-      var only = inks && inks.frame && inks.strokes.length ? inks.strokes[0].ink : 0;
-      return state.named[1] ? [0, 1] : [only, 1 - only];
-    }
+    var drawn = inks && inks.frame && inks.strokes.length;
+    var used = drawn ? [0, 1].filter(function (c) { return inks.strokes.some(function (s) { return s.ink === c; }); }) : [];
+    var lone = state.recon[0] && !state.recon[1] ? 0 : !state.recon[0] && state.recon[1] ? 1 : -1; // one redrawing named
+    if (!used.length || (used.length === 1 && lone < 0)) return { colour: [0, 1], byInk: false };
+    if (used.length === 1) return { colour: lone === 0 ? [used[0], 1 - used[0]] : [1 - used[0], used[0]], byInk: true };
+    if (!state.recon[0] && !state.recon[1]) return { colour: [0, 1], byInk: false };
     var ink = [0, 1].map(function (c) { return inkPixels(inks.strokes, c, inks.apart ? inks.apart[c] : inks.frame); });
     function overlap(k, c) { var s = 0, r = state.recon[k]; for (var i = 0; i < r.length; i++) s += r[i] * ink[c][i]; return s; }
-    return overlap(0, 0) + overlap(1, 1) >= overlap(0, 1) + overlap(1, 0) ? [0, 1] : [1, 0];
+    if (lone >= 0) {
+      var c = overlap(lone, 0) >= overlap(lone, 1) ? 0 : 1;
+      return { colour: lone === 0 ? [c, 1 - c] : [1 - c, c], byInk: true };
+    }
+    return { colour: overlap(0, 0) + overlap(1, 1) >= overlap(0, 1) + overlap(1, 0) ? [0, 1] : [1, 0], byInk: true };
   }
 
   function show(data, req) {
@@ -458,12 +462,13 @@ export function createPairs(opts) {
       els.capsule.options[k].disabled = !!data && !state.named[k];
     }
     if (!state.named[parseInt(els.capsule.value, 10)]) els.capsule.value = "0";
-    state.colour = matchInks(req && req.inks);
+    var matched = matchInks(req && req.inks);
+    state.colour = matched.colour;
     els.verdict.dataset.colours = state.named.map(function (n, k) { return n ? ["red", "green"][state.colour[k]] : ""; }).join(",");
     for (var j = 0; j < 2; j++) {
       els.aloneSwatch[j].className = state.named[j] ? "swatch " + (state.colour[j] ? "swatch-second" : "swatch-first") : "swatch";
     }
-    var byInk = req && req.inks && req.inks.strokes.length;
+    var byInk = matched.byInk;
     els.legend.textContent = "";
     [0, 1].forEach(function (c) {
       var k = state.colour.indexOf(c);
@@ -473,6 +478,7 @@ export function createPairs(opts) {
       els.legend.appendChild(sw);
       els.legend.appendChild(document.createTextNode(byInk ? (c ? "green ink " : "red ink ") : (k ? "second capsule " : "first capsule ")));
     });
+    els.overlay.setAttribute("aria-label", overlayLabel(data, byInk));
     bars.forEach(function (b, k) {
       var rank = data ? data.ranked.indexOf(k) : -1, named = rank >= 0 && state.named[rank];
       b.li.className = named ? (state.colour[rank] ? "pair-second" : "pair-first") : "";
@@ -493,6 +499,16 @@ export function createPairs(opts) {
   }
 
   function flat(rows) { return Float32Array.from([].concat.apply([], rows)); }
+
+  // What the overlay shows, in words: which redrawing is in which colour, as the legend has it.
+  function overlayLabel(data, byInk) {
+    var parts = [0, 1].filter(function (k) { return state.named[k]; }).map(function (k) {
+      var colour = state.colour[k] ? "green" : "red";
+      return "the " + (k ? "second" : "first") + " capsule's (" + data.ranked[k] + ") in " + colour + (byInk ? ", as its ink" : "");
+    });
+    if (!parts.length) return "The two reconstructions overlaid: " + (data ? "no digit read to redraw" : "none yet");
+    return (parts.length === 2 ? "The two reconstructions overlaid: " : "The reconstruction: ") + parts.join("; ");
+  }
 
   // Figure 5: the two redrawings in red and green over each other (yellow where both draw).
   function drawOverlay() {

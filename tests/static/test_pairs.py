@@ -52,10 +52,31 @@ def test_each_redrawing_takes_the_colour_of_its_ink(session: tuple[Any, Watch], 
     expect(page.get_by_test_id("pair-verdict")).to_contain_text("Two digits")
     assert colour_of(page) == {red: "red", green: "green"}, "a redrawing is not in the colour of the ink it explains"
     expect(page.get_by_test_id("pair-legend")).to_have_text("red ink green ink")
+    ranked = [int(d) for d in page.get_by_test_id("pair-verdict").get_attribute("data-ranked").split(",")]
+    said = page.get_by_test_id("pair-overlay").get_attribute("aria-label")
+    for k, digit in enumerate(ranked[:2]):  # a screen reader hears the colours the overlay shows, swapped or not
+        assert f"the {('first', 'second')[k]} capsule's ({digit}) in {colour_of(page)[digit]}, as its ink" in said, said
     colours = overlay_colours(page)
     assert colours["red"] >= 10 and colours["green"] >= 10, colours
     OUTPUT.mkdir(exist_ok=True)
     page.locator("#pairs").screenshot(path=str(OUTPUT / f"pairs-{order.replace(' ', '-')}.png"))
+
+
+def test_two_digits_in_one_ink_are_told_apart_by_capsule(session: tuple[Any, Watch]) -> None:
+    """Both digits drawn in red: the colours cannot stand for inks, so red is the first capsule's and green the second's,
+    and the legend and the overlay's label say so, not 'green ink' for ink nobody drew."""
+    page, _ = session
+    page.get_by_test_id(PAIR).scroll_into_view_if_needed()
+    draw(page, LEFT_ONE, canvas=PAIR)
+    page.wait_for_function("() => (document.querySelector('[data-testid=\"pair-verdict\"]').dataset.ranked || '') !== ''")
+    draw(page, RIGHT_ZERO, steps=2, canvas=PAIR)
+    settled(page)
+    expect(page.get_by_test_id("pair-verdict")).to_contain_text("Two digits")
+    ranked = [int(d) for d in page.get_by_test_id("pair-verdict").get_attribute("data-ranked").split(",")]
+    assert colour_of(page) == {ranked[0]: "red", ranked[1]: "green"}
+    expect(page.get_by_test_id("pair-legend")).to_have_text("first capsule second capsule")
+    said = page.get_by_test_id("pair-overlay").get_attribute("aria-label")
+    assert "ink" not in said and f"the first capsule's ({ranked[0]}) in red" in said, said
 
 
 def test_a_capsule_the_answer_does_not_name_is_not_drawn(session: tuple[Any, Watch]) -> None:
@@ -72,7 +93,8 @@ def test_a_capsule_the_answer_does_not_name_is_not_drawn(session: tuple[Any, Wat
     draw_two(page, LEFT_ONE, RIGHT_ZERO)
     expect(page.get_by_test_id("pair-verdict")).to_contain_text("One digit")
     first = int(predictions(page))
-    assert list(colour_of(page)) == [first]
+    assert colour_of(page) == {first: {1: "red", 0: "green"}[first]}, "the lone redrawing is not in its own ink's colour"
+    expect(page.get_by_test_id("pair-legend")).to_have_text(f"{colour_of(page)[first]} ink")
     assert page.get_by_test_id("pair-alone-1").get_attribute("src")
     assert page.get_by_test_id("pair-alone-2").get_attribute("src") is None
     expect(page.locator("figure.is-unnamed")).to_have_count(1)
