@@ -338,3 +338,28 @@ def test_two_digits_written_side_by_side_are_read_and_each_redrawn_in_its_ink(se
             page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-side-by-side.png"))
     assert both >= 4, f"both digits written apart named in {both} of 6 pairs"
     assert coloured == both, f"of {both} pairs named, {coloured} redrawn in their own inks' colours"
+
+
+def track_shades(page: Any, test_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The slider's track colour at 15% and at 35% of its width, read off a screenshot (clear of the thumb at 0)."""
+    from PIL import Image
+
+    slider = page.get_by_test_id(test_id)
+    slider.scroll_into_view_if_needed()
+    shot = Image.open(io.BytesIO(slider.screenshot())).convert("RGB")
+    y = shot.height // 2
+    return shot.getpixel((int(0.15 * shot.width), y)), shot.getpixel((int(0.35 * shot.width), y))
+
+
+def test_the_shaded_band_is_the_papers_range_on_both_kinds_of_slider(session: tuple[Any, Watch]) -> None:
+    """The paper's shifts run from -0.25 to +0.25. Section 4's sliders go to ±0.5 and shade the middle half; section 7's
+    go to ±0.25, so the whole of their track is the band (shading their middle half marked ±0.125 as the paper's)."""
+    page, _ = session
+
+    def near(a: tuple[int, ...], b: tuple[int, ...]) -> bool:  # within the screenshot's rounding of a translucent colour
+        return max(abs(x - y) for x, y in zip(a, b, strict=True)) <= 3
+
+    outside, inside = track_shades(page, "pose-slider-0")  # -0.35 and -0.15
+    assert not near(outside, inside), f"section 4's band is not shaded: {outside} {inside}"
+    pair = track_shades(page, "pair-slider-0")  # -0.175 and -0.075
+    assert near(pair[0], inside) and near(pair[1], inside), f"section 7's band is not its whole track: {pair}, band {inside}"
