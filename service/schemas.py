@@ -165,9 +165,9 @@ class PairPrediction(BaseModel):
     """`/predict?model=multimnist`: two overlapping digits, pulled apart by the capsules (the paper's Figure 5)."""
 
     predictions: list[int] = Field(
-        description="the digits found, longest capsule first: two, one when the second-longest capsule is too short to be a "
-        "digit (the card's `multimnist.second_digit` rule), none when the input is blank or holds no digit the network "
-        "knows (`not_digits`)",
+        description="the digits found, longest capsule first: two, one when the card's `multimnist.second_digit` rule "
+        "reads no second digit (from the capsules' lengths and how much of the input their redrawings explain), none when "
+        "the input is blank or holds no digit the network knows (`not_digits`)",
         examples=[[7, 3]],
         max_length=2,
     )

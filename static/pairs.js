@@ -294,7 +294,7 @@ export function createPairs(opts) {
     if (data.not_digits) return "No digits: the capsules read none in this (a letter, a scribble?); draw two digits";
     var p = data.predictions;
     if (p.length === 2) return "Two digits: " + p[0] + " and " + p[1];
-    return "One digit: " + p[0] + " (no second capsule is long enough; draw another digit over it or beside it)";
+    return "One digit: " + p[0] + " (the capsules read no second digit; draw another digit over it or beside it)";
   }
 
   /* ---- which ink each redrawing explains ---- */
@@ -456,7 +456,7 @@ export function createPairs(opts) {
       state.recon[k] = state.named[k] ? flat(data.reconstructions[k].pixels) : null;
       opts.setImage(els.alone[k], state.named[k] ? data.reconstructions[k].png : null);
       els.alone[k].closest("figure").classList.toggle("is-unnamed", !!data && !state.named[k]);
-      els.alone[k].closest("figure").querySelector(".unnamed-note").textContent = data && data.blank ? ": no ink found" : data && data.not_digits ? ": no digit read" : ": too short to be a digit";
+      els.alone[k].closest("figure").querySelector(".unnamed-note").textContent = data && data.blank ? ": no ink found" : data && data.not_digits ? ": no digit read" : ": not read as a digit";
       els.aloneCaption[k].textContent = data ? String(data.ranked[k]) : "\u2013";
       els.capsule.options[k].textContent = (k ? "second" : "first") + " capsule" + (data ? " (" + data.ranked[k] + ")" : "");
       els.capsule.options[k].disabled = !!data && !state.named[k];

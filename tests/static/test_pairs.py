@@ -98,7 +98,7 @@ def test_a_capsule_the_answer_does_not_name_is_not_drawn(session: tuple[Any, Wat
     assert page.get_by_test_id("pair-alone-1").get_attribute("src")
     assert page.get_by_test_id("pair-alone-2").get_attribute("src") is None
     expect(page.locator("figure.is-unnamed")).to_have_count(1)
-    expect(page.locator("figure.is-unnamed figcaption")).to_contain_text("too short to be a digit")
+    expect(page.locator("figure.is-unnamed figcaption")).to_contain_text("not read as a digit")
     assert overlay_colours(page)["green" if colour_of(page)[first] == "red" else "red"] == 0
     expect(page.locator("#pair-capsule option[value='1']")).to_be_disabled()
     expect(page.get_by_test_id("pair-pose-label-0")).not_to_have_text("")  # the named digit's sliders keep their names
