@@ -213,6 +213,8 @@ def create_app(
     app.state.load_in_background = load_in_background
     app.state.templates = Jinja2Templates(directory=str(settings.templates_dir))
     install_handlers(app)
+    generated = app.openapi
+    app.openapi = lambda: oip.protocol_errors_only(generated())  # type: ignore[method-assign]
     app.include_router(predict.router)
     app.include_router(sample_pairs.router)
     app.include_router(capsule_decoder.router)

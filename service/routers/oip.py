@@ -80,6 +80,17 @@ class OIPRoute(APIRoute):
         return answered
 
 
+def protocol_errors_only(schema: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document with FastAPI's 422, which it lists on every route that takes parameters, taken off the
+    protocol's routes: they answer a request that fails validation 400 in the protocol's error body (registry.failure),
+    and document that 400 where a request can fail so."""
+    for path, operations in schema["paths"].items():
+        if path == "/v2" or path.startswith("/v2/"):
+            for operation in operations.values():
+                operation.get("responses", {}).pop("422", None)
+    return schema
+
+
 router = APIRouter(tags=["open inference protocol"], route_class=OIPRoute)
 ERRORS = {
     400: {"model": OIPErrorBody, "description": "invalid request: unknown input or output, wrong shape, datatype or byte size"},

@@ -434,6 +434,18 @@ def test_openapi_documents_the_v2_routes(client):
         assert path in spec["paths"], path
 
 
+def test_the_v2_routes_document_the_400_they_answer_not_fastapis_422(client):
+    """A request that fails the protocol routes' own validation (a header that is no number) is answered 400 in the
+    protocol's body, and the OpenAPI document lists no 422 on any /v2 route, as it does on the service's own."""
+    r = client.post("/v2/models/capsnet/infer", content=b"{}", headers={"Inference-Header-Content-Length": "two"})
+    assert r.status_code == 400 and list(r.json()) == ["error"], r.text[:300]
+    spec = client.get("/openapi.json").json()
+    v2 = {p: ops for p, ops in spec["paths"].items() if p.startswith("/v2")}
+    assert len(v2) >= 15
+    assert [p for p, ops in v2.items() for op in ops.values() if "422" in op["responses"]] == []
+    assert "422" in spec["paths"]["/predict"]["post"]["responses"]
+
+
 def test_kserves_own_rest_client_reads_health_and_readiness(server):
     """The KServe SDK's InferenceRESTClient (protocol v2) reads the health bodies as the KServe v2 REST protocol has
     them: {"live": true}, {"ready": true}, {"name": ..., "ready": true}. In a process of its own, as its users run it:
