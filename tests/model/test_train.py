@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from model.capsnet import CapsNet
@@ -124,3 +125,14 @@ def test_training_puts_the_model_and_its_average_on_the_device_asked_for(tmp_pat
     ckpt = torch.load(tmp_path / "ckpt" / "last.pt", weights_only=False)
     assert ckpt["args"]["device"] == "cpu"
     assert {t.device.type for t in [*ckpt["model"].values(), *ckpt["ema"].values()]} == {"cpu"}
+
+
+def test_a_device_this_machine_lacks_is_refused_not_trained_around(tmp_path):
+    """`--device` is honoured, not ignored: a device there is none of (the hundredth GPU, on any machine) stops the run
+    before a checkpoint is written, where a run that ignored it would train on the CPU and save one."""
+    data = _data(tmp_path, 16)
+    out = tmp_path / "ckpt"
+    args = parse_args(["--data", str(data), "--out", str(out), "--epochs", "1", "--batch-size", "8", "--device", "cuda:99"])
+    with pytest.raises((AssertionError, RuntimeError), match="(?i)cuda|device"):
+        train(args)
+    assert not (out / "last.pt").exists()
