@@ -81,7 +81,7 @@ baseline: $(VENV)/.dev-installed  ## the comparison CNN, trained like CapsNet ->
 robustness: $(VENV)/.dev-installed  ## CapsNet vs the baseline CNN under rotation, scale, shear -> model card + docs/robustness.png
 	$(BIN)/python -m model.robustness --data $(DATA)
 
-screenshots: $(VENV)/.dev-installed  ## the README's screenshots of the real page in Chromium -> docs/screenshot.png, docs/pairs.png (after new weights)
+screenshots: $(VENV)/.dev-installed  ## the page's screenshots in Chromium -> docs/screenshot.png, docs/pairs.png (the README's), docs/pairs-apart.png (after new weights)
 	$(BIN)/python -m harness.screenshots --data $(DATA)
 
 bench: $(VENV)/.dev-installed  ## benchmarks -> bench/results/*.json and BENCHMARKS.md

@@ -332,8 +332,9 @@ def _pair_paths(data: dict | None) -> list[str]:
         + ", ".join(data["uploads"])
         + "); the page's canvas (pen strokes traced from each digit, drawn with its round pen). Read by the committed "
         'network, the card\'s one-or-two rule and its pair choice (bench/pair_paths.py; "read right": the pair as the '
-        "service reads it, whatever the rule says of one or two). The last row: the same items made of each digit's "
-        "traced strokes, composited as the test pairs are and sent as pixels, so what tracing costs without the page or "
+        "service reads it, whatever the rule says of one or two). The row of the digits traced with the pen: the same "
+        "items made of each digit's traced strokes, composited as the test pairs are and sent as pixels, so what tracing "
+        "costs without the page or "
         "the service. Written apart: the same pairs side by side, as people write two digits (their 28 px frames 0, 4 or "
         "8 px apart), uploaded as one picture and drawn on the canvas each on its own half; the service lays them over "
         "each other as MultiMNIST's pairs are (service/inputs/preprocess.fit_pair).",
