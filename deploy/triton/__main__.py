@@ -25,9 +25,10 @@ DEFAULTS = Settings.model_fields  # the service's own defaults, not whatever CAP
 
 
 def decoder_max_batch(card_classes: int, digit_dim: int, capsnet_max_batch: int) -> int:
-    """The largest decoder call the front makes: ten counterfactuals for each image of a full batch, or a /perturb grid
-    (one row per pose dimension, at most CAPSNET_MAX_DELTAS tiles each)."""
-    return max(card_classes * capsnet_max_batch, digit_dim * DEFAULTS["max_deltas"].default)
+    """The largest decoder call the front makes: the nine counterfactuals of each image of a full batch (every capsule's
+    but the winner's, whose redraw is the network's own), or a /perturb grid (one row per pose dimension, at most
+    CAPSNET_MAX_DELTAS tiles each)."""
+    return max((card_classes - 1) * capsnet_max_batch, digit_dim * DEFAULTS["max_deltas"].default)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

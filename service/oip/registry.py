@@ -61,10 +61,10 @@ def served(state: AppState) -> tuple[str, ...]:
 
 
 def decoder_max_batch(state: AppState) -> int:
-    """Most decoder rows in one request: the most the service itself decodes at once (ten counterfactuals for each image
-    of a full batch, or a whole /perturb grid); the same rule as deploy/triton's max_batch_size for the decoder."""
+    """Most decoder rows in one request: the most the service itself decodes at once (the nine counterfactuals of each
+    image of a full batch, or a whole /perturb grid); the same rule as deploy/triton's max_batch_size for the decoder."""
     card, s = state.card, state.settings
-    return max(card.num_classes * s.max_batch, card.digit_dim * s.max_deltas)
+    return max((card.num_classes - 1) * s.max_batch, card.digit_dim * s.max_deltas)
 
 
 def known(name: str, version: str) -> None:
