@@ -107,7 +107,7 @@ class Settings(BaseSettings):
     inline_decode_pixels: int = Field(
         4096,
         ge=0,
-        description="uploads of up to this many pixels in all (an MNIST-sized image, ~0.3 ms) are decoded and preprocessed on "
+        description="uploads of up to this many pixels in all (an MNIST-sized image, ~0.4 ms) are decoded and preprocessed on "
         "the event loop; larger ones in the decode pool",
     )
     decode_workers: int = Field(2, ge=1, le=64, description="threads that decode and preprocess larger uploads")
