@@ -421,13 +421,12 @@ export function createPairs(opts) {
     var drawn = inks && inks.frame && inks.strokes.length;
     var used = drawn ? [0, 1].filter(function (c) { return inks.strokes.some(function (s) { return s.ink === c; }); }) : [];
     var lone = state.recon[0] && !state.recon[1] ? 0 : !state.recon[0] && state.recon[1] ? 1 : -1; // one redrawing named
-    if (!used.length || (used.length === 1 && lone < 0)) return { colour: [0, 1], byInk: false };
-    if (used.length === 1) return { colour: lone === 0 ? [used[0], 1 - used[0]] : [1 - used[0], used[0]], byInk: true };
-    if (!state.recon[0] && !state.recon[1]) return { colour: [0, 1], byInk: false };
-    var ink = [0, 1].map(function (c) { return inkPixels(inks.strokes, c, inks.apart ? inks.apart[c] : inks.frame); });
+    var none = !state.recon[0] && !state.recon[1];
+    if (!used.length || none || (used.length === 1 && lone < 0)) return { colour: [0, 1], byInk: false };
+    var ink = used.length === 2 ? [0, 1].map(function (c) { return inkPixels(inks.strokes, c, inks.apart ? inks.apart[c] : inks.frame); }) : null;
     function overlap(k, c) { var s = 0, r = state.recon[k]; for (var i = 0; i < r.length; i++) s += r[i] * ink[c][i]; return s; }
     if (lone >= 0) {
-      var c = overlap(lone, 0) >= overlap(lone, 1) ? 0 : 1;
+      var c = used.length === 1 ? used[0] : overlap(lone, 0) >= overlap(lone, 1) ? 0 : 1; // the lone redrawing's ink
       return { colour: lone === 0 ? [c, 1 - c] : [1 - c, c], byInk: true };
     }
     return { colour: overlap(0, 0) + overlap(1, 1) >= overlap(0, 1) + overlap(1, 0) ? [0, 1] : [1, 0], byInk: true };

@@ -108,8 +108,7 @@ def uniform_paper(grey: np.ndarray) -> bool:
     drawn as a filled blob for a shadow, hollowing it to a ring. Not all of the border, nor most of the image: a tight
     crop's strokes reach the border (MNIST's test digits cropped to their ink keep paper, within two steps of the
     border's median, on 69% of their border on average, on less than half in 2.9% of them), and its ink and smoothed
-    edges can cover most of the image. A photo's grain and uneven
-    light never pass this."""
+    edges can cover most of the image. A photo's grain and uneven light never pass this."""
     border = _border(grey)
     return _uniform(grey, border, _median(border))
 
