@@ -11,6 +11,7 @@ import re
 import pytest
 
 from tests.conftest import REPO, WEIGHTS
+from tests.needs import missing
 from tests.service import test_real_input as real_input
 from tests.service import test_tight_crops as tight_crops
 
@@ -362,6 +363,45 @@ def test_the_gpu_runs_account_is_the_cards_history():
         f"{100 * first_end['test']['both_right']:.1f}% over {round((first_end['pairs_seen'] - start['pairs_seen']) / 1e6)}M pairs"
     ) in prose
     assert f"took it to {100 * last['test']['both_right']:.1f}% ({_pct(PAIRS['test']['both_right'])} on the 10,000" in prose
+
+
+def test_the_gpu_runs_speeds_are_the_cards_history():
+    """docs/training.md's step times and epoch times on the GPU, by batch size and pen-drawn share, from the history."""
+    from statistics import median
+
+    runs: dict[tuple[int, float], list[dict]] = {}
+    for h in PAIRS["training"]["history"]:
+        if h.get("device", "").startswith("NVIDIA"):
+            runs.setdefault((h["batch_size"], h.get("drawn_share", 0)), []).append(h)
+    plain, drawn, large = runs[(256, 0)], runs[(256, 0.2)], runs[(1024, 0.2)]
+    prose = _prose("docs/training.md")
+    assert f"{1000 * median(h['seconds_per_step'] for h in plain):.0f} ms a step once warm" in prose
+    assert f"its scoring in about {median(h['seconds'] for h in plain):.0f} s" in prose
+    drawn_s, large_s = median(h["seconds"] for h in drawn), median(h["seconds"] for h in large)
+    large_step = median(h["seconds_per_step"] for h in large)
+    assert f"`--drawn-share 0.2`: {drawn_s:.1f} s an epoch" in prose
+    assert f"ran at {1000 * large_step:.0f} ms a step ({round(1024 / large_step, -2):,.0f} pairs a second)" in prose
+    assert f"its scoring in {large_s:.1f} s against the run before's {drawn_s:.1f} s" in prose
+
+
+def test_the_is_digit_auc_is_the_benchmarks():
+    """docs/preprocessing.md's ROC AUC of the rule's score, and of the winning capsule's length alone, from make bench."""
+    signals = json.loads((REPO / "bench" / "results" / "honesty.json").read_text())["signals"]
+    prose = _prose("docs/preprocessing.md")
+    assert f"real digits against everything that is not one: {signals['rule_score']['auc_digits_vs']['all_non_digits']:.3f}" in prose
+    assert f"the winning capsule's length alone: {signals['winner_length']['auc_digits_vs']['all_non_digits']:.3f}" in prose
+
+
+def test_the_font_families_are_the_splits():
+    """docs/preprocessing.md's count of font families in each split of the is_digit sets, as they are installed."""
+    from model import honesty_sets as hs
+
+    families = {s: {hs._family(p) for p in hs.fonts_for(s)} for s in hs.SPLITS}
+    if not families["held_out"]:
+        missing("fonts", "the fonts of requirements/fonts.txt are not installed")
+    prose = _prose("docs/preprocessing.md")
+    assert f"letters and symbols of {len(families['calibration'])} font families" in prose
+    assert f"{len(families['held_out'])} font families it never saw" in prose
 
 
 def test_the_two_roads_are_the_benchmarks():
