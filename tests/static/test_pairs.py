@@ -109,6 +109,18 @@ def test_a_capsule_the_answer_does_not_name_is_not_drawn(session: tuple[Any, Wat
 GRID = [[(0.2, y), (0.8, y)] for y in (0.25, 0.45, 0.65)] + [[(x, 0.2), (x, 0.8)] for x in (0.3, 0.5, 0.7)]  # a '#'
 
 
+def test_the_overlay_names_no_colours_before_a_reading_or_after_clear(session: tuple[Any, Watch]) -> None:
+    """A screen reader hears what the empty overlay shows: nothing redrawn yet, on a fresh page and after Clear."""
+    page, _ = session
+    overlay = page.get_by_test_id("pair-overlay")
+    empty = "The two reconstructions overlaid: none yet"
+    expect(overlay).to_have_attribute("aria-label", empty)
+    draw_two(page, LEFT_ONE, RIGHT_ZERO)
+    expect(overlay).not_to_have_attribute("aria-label", empty)
+    page.get_by_test_id("pair-clear").click()
+    expect(overlay).to_have_attribute("aria-label", empty)
+
+
 def test_a_drawing_of_no_digit_is_answered_with_none(session: tuple[Any, Watch]) -> None:
     """A '#' drawn on section 7: the capsules are longest somewhere, but the card's digits rule reads no digit, so none
     is named, none redrawn, and the sliders offer no pose."""
