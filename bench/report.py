@@ -542,7 +542,7 @@ def _soak(soak: dict | None) -> list[str]:
     parts += [
         "## Soak",
         "",
-        f"{soak['clients']} clients, {soak['duration_s']} s, half good and half malformed requests: "
+        f"{soak['clients']} clients, {soak['duration_s']} s, each alternating a good and a malformed request: "
         f"{soak['requests']} requests, statuses {soak['statuses']}, **{soak['server_errors_5xx']} 5xx**; "
         f"server RSS {soak['rss_mb_start']} MB at start, {soak['rss_mb_end']} MB at end (max {soak['rss_mb_max']}, "
         f"growth over the second half {soak['rss_mb_growth_second_half']} MB).",
@@ -856,7 +856,7 @@ def _side_by_side(side: dict, peer_file: str, clients: int) -> list[str]:
             rows.append([kind if who == "service" else "", who, *medians, sum(r["errors"] for r in runs)])
         ratios.append([kind, *(ratio(by["service"], by["peer"], k) for k in ("event_loop_ms", "process_ms", "requests_per_s"))])
     return [
-        f"Beside it, the same clients and bytes against `{peer_file}` (FastAPI + Pillow + onnxruntime in 20 lines, the INT8 "
+        f"Beside it, the same clients and bytes against `{peer_file}` (FastAPI + Pillow + onnxruntime in 18 lines, the INT8 "
         "file, no batching, no preprocessing: its model runs on anyio's threads, so its front is its whole process). Both "
         f"servers up together, each kind sent to one and then the other for {side['duration_s']:g} s at {clients} clients, "
         f"{side['rounds']} rounds with the order swapped each round; each column's median over the rounds:",
@@ -1015,7 +1015,7 @@ def summary(results_dir: Path) -> str:
     if soak:
         rows.append(
             [
-                f"soak, {soak['clients']} clients, {soak['duration_s']:.0f} s, half malformed",
+                f"soak, {soak['clients']} clients, {soak['duration_s']:.0f} s, every other request malformed",
                 "",
                 f"{soak['requests']:,} requests, {soak['server_errors_5xx']} 5xx, "
                 f"RSS {soak['rss_mb_start']:.0f} -> {soak['rss_mb_end']:.0f} MB",

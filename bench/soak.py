@@ -10,6 +10,17 @@ from harness.payloads import bad_requests, predict_requests, reconstruct_request
 from harness.server import Server
 
 
+def alternating(good: list[bytes], bad: list[bytes], clients: int) -> list[bytes]:
+    """The soak's requests in the order each client alternates a good and a malformed one: the load generator hands
+    client k the items k, k + clients, k + 2 * clients and so on, so the two kinds go in blocks of `clients`."""
+    rounds = max(1, -(-len(good) // clients))
+    items: list[bytes] = []
+    for r in range(rounds):
+        for kind in (good, bad):
+            items += [kind[(r * clients + k) % len(kind)] for k in range(clients)]
+    return items
+
+
 def measure(duration_s: float = 60.0, clients: int = 8, env: dict[str, str] | None = None, server: Server | None = None) -> dict:
     own = server is None
     server = server or Server(env).wait_ready()
@@ -17,7 +28,7 @@ def measure(duration_s: float = 60.0, clients: int = 8, env: dict[str, str] | No
         host, port = "127.0.0.1", server.port
         good = predict_requests(host, port, 16) + reconstruct_requests(host, port, 16)
         bad = bad_requests(host, port)
-        mixed = [r for pair in zip(good, (bad * 4)[: len(good)]) for r in pair]  # half good, half bad
+        mixed = alternating(good, bad, clients)
         # settle: first requests allocate the arenas that later ones reuse
         load(server.url, mixed, clients, min(5.0, duration_s / 4), 10**6)
         rss: list[tuple[float, float]] = []
