@@ -1,5 +1,5 @@
 """The front's CPU a request: what the HTTP and gRPC front spends on each request around the model, request kind by
-request kind, beside `GET /healthz` and beside a 20-line FastAPI server a user might write instead (../shared/peers).
+request kind, beside `GET /healthz` and beside an 18-line FastAPI server a user might write instead (../shared/peers).
 
 On a GPU host the model costs a fraction of a millisecond an image, and what sets the rate is this: the CPU the
 process spends on each request outside the model's own threads. The service runs here with one onnxruntime thread a
@@ -155,7 +155,7 @@ ROUNDS = 6  # the service and the peer in turn, each first in half of them: thes
 
 @contextlib.contextmanager
 def _peer_server() -> Iterator[tuple[int, int]]:
-    """The 20-line server, with the INT8 file the service serves by default: its pid and port."""
+    """The 18-line server, with the INT8 file the service serves by default: its pid and port."""
     port = free_port()
     env = {**os.environ, "MODEL": str(REPO / "weights" / "capsnet-int8.onnx")}
     app = ["--app-dir", str(PEER.parent), "naive_fastapi:app", "--port", str(port), "--log-level", "warning"]

@@ -54,7 +54,8 @@ def measure(
     paired_rounds: int = 3,
     paired_batch: dict[str, int] | None = None,
 ) -> dict:
-    """Each precision on its own server (CAPSNET_PRECISION), the rest of the settings at their defaults."""
+    """Each precision on its own server (CAPSNET_PRECISION), one worker process (harness.server), the rest of the settings
+    at their defaults."""
     out: dict = {"duration_s": duration_s, "cores": len(os.sched_getaffinity(0)), "precisions": {}}
     files = model_files(weights) if weights else {}
     for precision in precisions:
