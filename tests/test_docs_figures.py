@@ -32,6 +32,8 @@ def _pct(x: float, digits: int = 1) -> str:
     return f"{100 * x:.{digits}f}%"
 
 
+COUNTS_PER_DIGIT = (980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009)  # MNIST's 10,000 test digits by class
+
 QUOTES = [
     ("docs/preprocessing.md", f"`/healthz` answers within {HEAVY['healthz_max_ms']:g} ms at worst (p50 {HEAVY['healthz_p50_ms']:g} ms"),
     ("docs/preprocessing.md", f"(an MNIST-sized image, ~{REAL['preprocess'][0]['ms']:.1f} ms)"),
@@ -190,7 +192,10 @@ def test_the_model_docs_quote_the_cards_training_test_and_int8_figures():
     assert f"max abs difference <= {mantissa}e{int(exponent)} on every output" in prose
     int8 = CARD["int8"]
     rate = int8["images_per_s_batch32"]
-    assert f"makes the same {int8['test']['errors']} errors ({100 * int8['test']['accuracy']:.2f}%)" in prose
+    assert f"also makes {int8['test']['errors']} errors ({100 * int8['test']['accuracy']:.2f}%; " in prose
+    fp32_right, int8_right = ([round(a * n) for a, n in zip(card["per_class"], COUNTS_PER_DIGIT)] for card in (CARD["test"], int8["test"]))
+    moved = {d: i - f for d, (f, i) in enumerate(zip(fp32_right, int8_right)) if i != f}
+    assert moved == {4: -1, 9: 1}, moved  # the prose: one more 4 wrong and one fewer 9 than FP32
     assert f"runs {int8['speedup_batch32']:.2f}x faster at batch 32 ({rate['int8']:,.0f} against {rate['fp32']:,.0f} images/s)" in prose
     redraws = int8["decoder"]
     parity, calls = redraws["parity"], redraws["nine_redraws_per_s"]
@@ -382,6 +387,9 @@ def test_the_gpu_runs_speeds_are_the_cards_history():
     assert f"`--drawn-share 0.2`: {drawn_s:.1f} s an epoch" in prose
     assert f"ran at {1000 * large_step:.0f} ms a step ({round(1024 / large_step, -2):,.0f} pairs a second)" in prose
     assert f"its scoring in {large_s:.1f} s against the run before's {drawn_s:.1f} s" in prose
+    trained = sum(h["seconds"] for h in large) / 60
+    assert f"got {len(large)} epochs, {trained:.1f} minutes of training" in prose
+    assert f"the rate then at {large[-1]['lr']:.1e}".replace("e-05", "e-5") in prose
 
 
 def test_the_is_digit_auc_is_the_benchmarks():
