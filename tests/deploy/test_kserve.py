@@ -1,5 +1,6 @@
 """The KServe manifests: the InferenceService against the KServe CRD's own schema with unknown fields forbidden, the
-front's Deployment, Service and HorizontalPodAutoscaler against Kubernetes' schemas (kubernetes-validate, strict)."""
+front's Deployment, Service, HorizontalPodAutoscaler, PodDisruptionBudget and ConfigMap against Kubernetes' schemas
+(kubernetes-validate, strict)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,11 @@ def _errors(validator: jsonschema.Draft7Validator, doc: dict) -> list[str]:
     return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in validator.iter_errors(doc)]
 
 
+def _front() -> dict[str, dict[str, Any]]:
+    """front.yaml's objects by kind."""
+    return {d["kind"]: d for d in _docs("front.yaml")}
+
+
 def _isvc() -> dict[str, Any]:
     (doc,) = _docs("inferenceservice.yaml")
     return doc
@@ -96,7 +102,7 @@ def test_the_predictor_is_triton_on_one_gpu_serving_onnx():
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_the_front_objects_are_valid_kubernetes(version):
     docs = _docs("front.yaml")
-    assert [d["kind"] for d in docs] == ["Deployment", "Service", "HorizontalPodAutoscaler", "ConfigMap"]
+    assert [d["kind"] for d in docs] == ["Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ConfigMap"]
     for doc in docs:
         kubernetes_validate.validate(doc, version, strict=True)
 
@@ -109,7 +115,8 @@ def test_strict_kubernetes_validation_catches_a_misspelt_key():
 
 
 def test_the_front_points_at_the_predictor_and_scales_on_cpu():
-    deployment, service, hpa, _ = _docs("front.yaml")
+    front = _front()
+    deployment, service, hpa = front["Deployment"], front["Service"], front["HorizontalPodAutoscaler"]
     isvc = _isvc()
     containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
     container = containers["front"]
@@ -134,7 +141,8 @@ def test_the_front_points_at_the_predictor_and_scales_on_cpu():
 def test_clients_and_probes_reach_the_front_through_the_edge_with_its_configuration():
     """The pod's edge (deploy/edge/haproxy.cfg, as a ConfigMap identical to the files) is the only port: the Service
     and the probes go through it; the service listens on the pod's loopback, where the edge sends requests."""
-    deployment, service, _, config_map = _docs("front.yaml")
+    front_objects = _front()
+    deployment, service, config_map = front_objects["Deployment"], front_objects["Service"], front_objects["ConfigMap"]
     pod = deployment["spec"]["template"]["spec"]
     containers = {c["name"]: c for c in pod["containers"]}
     edge, front = containers["edge"], containers["front"]
@@ -157,6 +165,22 @@ def test_clients_and_probes_reach_the_front_through_the_edge_with_its_configurat
     assert volume["configMap"]["name"] == config_map["metadata"]["name"]
     assert {i["key"]: i["path"] for i in volume["configMap"]["items"]} == {k: str(p.relative_to(edge_dir)) for k, p in files.items()}
     assert edge["volumeMounts"] == [{"name": volume["name"], "mountPath": "/usr/local/etc/haproxy", "readOnly": True}]
+
+
+def test_a_node_drain_leaves_the_front_serving():
+    """Voluntary evictions (a drain, an upgrade) take one pod at a time and never the last one the autoscaler keeps, and
+    the replicas are spread over nodes, so one node lost is not every replica lost."""
+    front = _front()
+    deployment, hpa, budget = front["Deployment"], front["HorizontalPodAutoscaler"], front["PodDisruptionBudget"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert budget["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert budget["spec"]["maxUnavailable"] < min(hpa["spec"]["minReplicas"], deployment["spec"]["replicas"])
+    (spread,) = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["maxSkew"] == 1
+    assert spread["labelSelector"]["matchLabels"].items() <= labels.items()
+    # a single-node cluster still schedules every replica: the spread is a preference, not a condition
+    assert spread["whenUnsatisfiable"] == "ScheduleAnyway"
 
 
 def test_every_manifest_is_tested():
