@@ -26,7 +26,8 @@ from model.train import checkpoint_weights
 log = logging.getLogger("capsnet.checkpoint_parts")
 
 PART_MIB = 15  # under a 16 MiB limit on each file brought back
-RECORD = ("config", "args", "epoch", "history", "best_acc", "train_seconds", "pairs_seen")  # what the model card is written from
+# what the model card is written from
+RECORD = ("config", "args", "epoch", "history", "best_acc", "train_seconds", "pairs_seen", "started_from")
 
 
 def slim(ckpt: dict) -> dict:

@@ -203,7 +203,7 @@ def build_entry(model: CapsNet, ckpt: dict, net: Path, dec: Path, worst: dict, t
             "pairs_per_epoch": args.get("pairs_per_epoch"),
             "single_share_per_epoch": [h.get("single_share", 0.0) for h in ckpt.get("history", [])],
             "bf16_autocast_per_epoch": [h.get("bf16", False) for h in ckpt.get("history", [])],
-            "started_from": args.get("init"),
+            "started_from": ckpt.get("started_from", args.get("init")),  # the run's first start, through every resume
             "optimizer": "Adam",
             "lr": args.get("lr"),
             "lr_decay_per_epoch": args.get("lr_decay"),

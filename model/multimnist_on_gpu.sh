@@ -7,7 +7,10 @@
 # unpack` joins and checks. It goes on from weights/multimnist.onnx when that is committed. MNIST is read from
 # .device-data/mnist (ignored by git) unless DATA says otherwise; docs/training.md has the whole procedure.
 #
-#   bash model/multimnist_on_gpu.sh [trainer options...]     env: OUT (required), MINUTES (8), DATA, DEVICE, PYTHON
+#   bash model/multimnist_on_gpu.sh [trainer options...]     env: OUT (required), MINUTES (8), START, DATA, DEVICE, PYTHON
+#
+# START: `committed` (the default) goes on from weights/multimnist.onnx when it is there, else from the MNIST weights;
+# `mnist` starts from the MNIST weights whatever is committed; `scratch` from random weights, the paper's own start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?OUT: the folder whose files come back}"
@@ -15,6 +18,11 @@ MINUTES=${MINUTES:-8}            # of training; with start-up, the last score an
 DATA=${DATA:-.device-data/mnist}
 DEVICE=${DEVICE:-cuda}
 PYTHON=${PYTHON:-python3}
+START=${START:-committed}
+case "$START" in
+  committed | mnist | scratch) ;;
+  *) echo "START is committed, mnist or scratch, not '$START'" >&2; exit 2 ;;
+esac
 RUN=${RUN:-/tmp/multimnist}      # checkpoints stay on the machine; only the packed best weights come back
 export PYTHONUNBUFFERED=1 TQDM_MININTERVAL=${TQDM_MININTERVAL:-30}  # a progress line every 30 s, not every step
 
@@ -22,10 +30,12 @@ mkdir -p "$OUT"
 {
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
-  # from the committed weights when there are some: they are the training state
-  resume=(); [ -f weights/multimnist.onnx ] && resume=(--resume weights/multimnist.onnx)
+  # from the committed weights when there are some (they are the training state), unless START says otherwise
+  start=()
+  if [ "$START" = committed ] && [ -f weights/multimnist.onnx ]; then start=(--resume weights/multimnist.onnx); fi
+  if [ "$START" = scratch ]; then start=(--init none); fi
   "$PYTHON" -m model.train_multimnist --device "$DEVICE" --data "$DATA" --out "$RUN" --budget-minutes "$MINUTES" \
-    "${resume[@]}" --bf16 --eval-pairs 3000 --pairs-per-epoch 240000 --batch-size 256 --lr 2.5e-4 --lr-final 1e-5 "$@"
+    "${start[@]}" --bf16 --eval-pairs 3000 --pairs-per-epoch 240000 --batch-size 256 --lr 2.5e-4 --lr-final 1e-5 "$@"
   # epochs of 240k pairs: scoring and saving stay a few % of the time; 256 a batch keeps an H200 at ~9 ms a step
 } 2>&1 | tr '\r' '\n' >"$OUT/train.log"
 cp "$RUN/history.json" "$OUT/"

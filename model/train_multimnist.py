@@ -192,6 +192,7 @@ def resume_from_export(model: CapsNet, onnx_path: str | Path) -> tuple[dict, flo
         "best_acc": float(entry.get("test", {}).get("both_right", 0.0)),
         "train_seconds": float(record.get("train_seconds", 0.0)),
         "pairs_seen": int(record.get("pairs_seen", 0)),
+        "started_from": record.get("started_from", f"weights/{FP32_FILE}"),  # where the first of its epochs began
     }
     return state, history[-1]["lr"] if history else LR
 
@@ -282,13 +283,16 @@ def train(args: argparse.Namespace) -> dict:
     if args.init != "none" and not args.resume:
         init_from_mnist(model, args.init)
         log.info("started from %s", args.init)
+    elif not args.resume:
+        log.info("started from random weights, as the paper trains")
     for name in args.freeze:
         getattr(model, name).requires_grad_(False)  # Adam passes over parameters without a gradient
     # NHWC: oneDNN's convolutions, their backward above all, run faster on it (the steps a second are in the history)
     model.to(device, memory_format=torch.channels_last)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr or LR, fused=device.type == "cuda")
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=args.lr_decay)
-    state: dict = {"epoch": 0, "history": [], "best_acc": 0.0, "train_seconds": 0.0, "pairs_seen": 0}
+    started = args.init if args.init != "none" else "random weights"
+    state: dict = {"epoch": 0, "history": [], "best_acc": 0.0, "train_seconds": 0.0, "pairs_seen": 0, "started_from": started}
     ema = WeightAverage(model, args.ema_decay) if args.ema_decay > 0 else None
     if args.resume and Path(args.resume).suffix == ".onnx":
         state, lr = resume_from_export(model, args.resume)
@@ -320,7 +324,7 @@ def train(args: argparse.Namespace) -> dict:
                 group["lr"] = args.lr
         if ema is not None:
             ema.model.load_state_dict(ckpt["ema"] or ckpt["model"])
-        state = {k: ckpt[k] for k in state}
+        state = {k: ckpt.get(k, state[k]) for k in state}  # a checkpoint from before started_from was kept has none
         log.info("resumed %s at epoch %d (%d pairs seen)", args.resume, state["epoch"], state["pairs_seen"])
     gen = torch.Generator(device=device).manual_seed(args.seed + state["epoch"])
 
