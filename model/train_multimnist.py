@@ -44,6 +44,7 @@ log = logging.getLogger("capsnet.train_multimnist")
 
 
 LR = 1e-3  # Adam's rate at epoch 0, as model/train.py's for MNIST
+MNIST_START = f"weights/{FP32_FILE}"  # the MNIST network a first run starts from, and what an older card's run began at
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -120,7 +121,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads for torch")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda when torch sees a GPU, else cpu")
-    p.add_argument("--init", default=f"weights/{FP32_FILE}", help="MNIST capsnet.onnx to start from, or 'none' for random weights")
+    p.add_argument("--init", default=MNIST_START, help="MNIST capsnet.onnx to start from, or 'none' for random weights")
     p.add_argument(
         "--freeze",
         nargs="*",
@@ -192,7 +193,7 @@ def resume_from_export(model: CapsNet, onnx_path: str | Path) -> tuple[dict, flo
         "best_acc": float(entry.get("test", {}).get("both_right", 0.0)),
         "train_seconds": float(record.get("train_seconds", 0.0)),
         "pairs_seen": int(record.get("pairs_seen", 0)),
-        "started_from": record.get("started_from", f"weights/{FP32_FILE}"),  # where the first of its epochs began
+        "started_from": record.get("started_from", MNIST_START),  # where the first of its epochs began
     }
     return state, history[-1]["lr"] if history else LR
 
