@@ -170,6 +170,28 @@ def photo_of_digit(digit: np.ndarray, rng: np.random.Generator) -> bytes:
     return _photo(rng, h, w, _place(rng, h, w, ink))
 
 
+# EXIF orientation -> how a phone's sensor stores a frame that is shown upright after that orientation is applied
+_STORED = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_90,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_270,
+}
+
+
+def as_phone_stores(upload: bytes, orientation: int) -> bytes:
+    """A photo as a phone saves it when it was held turned: the pixels as the sensor read them, and an EXIF orientation
+    tag saying how to turn them for showing. Every viewer shows it upright; read without the tag a 6 is a 9."""
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    out = io.BytesIO()
+    Image.open(io.BytesIO(upload)).convert("RGB").transpose(_STORED[orientation]).save(out, "JPEG", quality=90, exif=exif)
+    return out.getvalue()
+
+
 TIGHT_SCALES = (1, 2, 3, 4, 6, 8, 12)
 SMOOTHING = {"nearest": cv2.INTER_NEAREST, "bilinear": cv2.INTER_LINEAR, "bicubic": cv2.INTER_CUBIC}
 

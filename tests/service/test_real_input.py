@@ -46,6 +46,23 @@ def test_photos_of_handwritten_digits_are_read(client):
     assert accuracy >= PHOTOS_READ, f"{accuracy:.1%} of {len(idx)} photos read right; missed digits {sorted(wrong)}"
 
 
+def test_photos_are_read_as_a_phone_turned_them(client):
+    """A phone held sideways or upside down stores the sensor's pixels and an EXIF orientation: the service reads the
+    photo as every viewer shows it. Sixes and nines upside down, and other digits turned a quarter either way."""
+    x, y = mnist_test()
+    rng = np.random.default_rng(90)
+    upturned = [i for i in rng.permutation(len(x)) if y[i] in (6, 9)][:20]
+    sideways = [i for i in rng.permutation(len(x)) if y[i] not in (6, 9)][:20]
+    cases = [(i, 3) for i in upturned] + [(i, 6 if k % 2 else 8) for k, i in enumerate(sideways)]
+    wrong = [
+        (int(y[i]), o)
+        for i, o in cases
+        if post(client, realworld.as_phone_stores(realworld.photo_of_digit(x[i], rng), o))["prediction"] != y[i]
+    ]
+    print(f"turned photos: {len(cases) - len(wrong)} of {len(cases)} read right; missed (digit, orientation) {wrong}")
+    assert len(wrong) <= 1, f"missed (digit, orientation): {wrong}"
+
+
 def test_mnist_digits_uploaded_as_png_are_read_and_rarely_flagged(client):
     """All 10k test digits as dark-on-white PNGs: >= 99% read right, <= 2% called blank or not a digit."""
     x, y = mnist_test()

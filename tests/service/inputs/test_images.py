@@ -143,3 +143,48 @@ def test_what_libspng_is_not_given_goes_to_pillow():
     assert canvas_rgba8(whole[: len(whole) // 2], im, 1024) is None
     with pytest.raises(BadInput, match="cannot decode image"):
         decode(im, 1024)
+
+
+@pytest.mark.parametrize("fmt, mode", [("JPEG", "L"), ("PNG", "RGBA"), ("WEBP", "RGB")])
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_an_image_is_decoded_as_its_exif_orientation_shows_it(fmt, mode, orientation):
+    """Each of EXIF's eight orientations, in each format that carries one (a PNG with an alpha channel too, which would
+    otherwise take libspng's road): the decoded pixels are the upright picture's."""
+    from service.inputs.images import canvas_rgba8, decode, open_image
+
+    upright = Image.new(mode, (40, 24), 0)  # an L in one corner: no turn or mirror of it matches another
+    upright.paste(255, (2, 2, 6, 20))
+    upright.paste(255, (2, 16, 16, 20))
+    stored = (
+        upright
+        if orientation == 1
+        else upright.transpose(
+            {
+                2: Image.Transpose.FLIP_LEFT_RIGHT,
+                3: Image.Transpose.ROTATE_180,
+                4: Image.Transpose.FLIP_TOP_BOTTOM,
+                5: Image.Transpose.TRANSPOSE,
+                6: Image.Transpose.ROTATE_90,
+                7: Image.Transpose.TRANSVERSE,
+                8: Image.Transpose.ROTATE_270,
+            }[orientation]
+        )
+    )
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    buf = io.BytesIO()
+    stored.save(buf, fmt, exif=exif, **({"quality": 100} if fmt != "PNG" else {}))
+    data = buf.getvalue()
+    im = open_image(data, 10**6)
+    assert canvas_rgba8(data, im, 56) is None  # an orientation to apply: never read around `decode`
+    got = np.asarray(decode(im, 56).convert("L"), np.float32)
+    assert got.shape == (24, 40)
+    assert np.abs(got - np.asarray(upright.convert("L"), np.float32)).mean() < 8
+
+
+def test_unreadable_exif_is_ignored_as_viewers_ignore_it():
+    from service.inputs.images import decode, open_image
+
+    buf = io.BytesIO()
+    Image.new("L", (30, 20), 200).save(buf, "JPEG", exif=b"Exif\x00\x00not a TIFF header at all")
+    assert decode(open_image(buf.getvalue(), 10**6), 56).size == (30, 20)
