@@ -321,8 +321,9 @@ export function createPairs(opts) {
   // one digit's box and moved sideShift px back towards its side, so each ink has a frame of its own. Where the server
   // splits the drawing is found here by its own rule (preprocess.side_by_side) on the same alpha: a band of empty
   // columns (or rows) at least sideGap of the ink's height (width), sideMass of the ink on each side, each side
-  // sideSpan of the whole's height (width). Null when there is no such band, or an ink lies on both sides of it (then
-  // the whole drawing's frame is the best guess). Repaints `c`.
+  // sideSpan of the whole's height (one above the other: of the taller side's, as a 1 has a digit's height and no
+  // width). Null when there is no such band, or an ink lies on both sides of it (then the whole drawing's frame is the
+  // best guess). Repaints `c`.
   var sideMass = parseFloat(root.dataset.sideMass), sideSpan = parseFloat(root.dataset.sideSpan);
   function splitOf(rgba) {
     var n = EXPORT_SIZE, colMass = new Float64Array(n), rowMass = new Float64Array(n), total = 0;
@@ -338,7 +339,7 @@ export function createPairs(opts) {
         }
       }
     }
-    function along(mass, spans) { // the cut along one axis, or -1
+    function along(mass, spans, stacked) { // the cut along one axis (rows when `stacked`), or -1
       var filled = [];
       for (var i = 0; i < n; i++) if (spans[i][1] >= 0) filled.push(i);
       if (filled.length < 2) return -1;
@@ -348,22 +349,25 @@ export function createPairs(opts) {
       for (var k = 0; k + 1 < filled.length; k++) gaps.push({ width: filled[k + 1] - filled[k] - 1, cut: filled[k] + 1 });
       gaps.sort(function (p, q) { return q.width - p.width; });
       for (var g = 0; g < gaps.length && gaps[g].width >= sideGap * extent; g++) {
-        var cut = gaps[g].cut, before = 0, side = [[n, -1], [n, -1]];
+        var cut = gaps[g].cut, before = 0, side = [[n, -1], [n, -1]], rows = [[n, -1], [n, -1]];
         for (var j = 0; j < n; j++) {
           if (j < cut) before += mass[j];
           if (spans[j][1] < 0) continue;
-          var s = side[j < cut ? 0 : 1];
+          var s = side[j < cut ? 0 : 1], r = rows[j < cut ? 0 : 1];
           s[0] = Math.min(s[0], spans[j][0]); s[1] = Math.max(s[1], spans[j][1]);
+          r[0] = Math.min(r[0], j); r[1] = Math.max(r[1], j);
         }
         if (Math.min(before, total - before) < sideMass * total) continue;
-        if (Math.min(side[0][1] - side[0][0] + 1, side[1][1] - side[1][0] + 1) < sideSpan * extent) continue;
+        var tall = stacked ? rows : side; // each side's rows with ink: its height
+        var heights = [tall[0][1] - tall[0][0] + 1, tall[1][1] - tall[1][0] + 1];
+        if (Math.min(heights[0], heights[1]) < sideSpan * (stacked ? Math.max(heights[0], heights[1]) : extent)) continue;
         return cut;
       }
       return -1;
     }
-    var cut = along(colMass, colRows);
+    var cut = along(colMass, colRows, false);
     if (cut >= 0) return { across: "x", cut: cut };
-    cut = along(rowMass, rowCols);
+    cut = along(rowMass, rowCols, true);
     return cut >= 0 ? { across: "y", cut: cut } : null;
   }
 

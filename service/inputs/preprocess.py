@@ -35,7 +35,9 @@ GROUP_MIN_MASS = 0.05  # ... when they carry at least this share of its ink (sma
 SECOND_MIN_MASS = 0.2  # looking for two digits: the strongest component beside the first group, when it has this share of its ink
 SIDE_GAP = 0.15  # two digits side by side: a band of empty columns (or rows) at least this share of the ink's height (width) ...
 SIDE_MASS = 0.15  # ... with at least this share of the ink on each side ...
-SIDE_SPAN = 0.5  # ... and each side spanning this share of the whole's height (width): a digit, not a dot or a dash
+SIDE_SPAN = (
+    0.5  # ... and each side this share of the whole's height (of the taller side's, one above the other): a digit, not a dot or a dash
+)
 SIDE_SHIFT = 2  # px each of two digits written side by side is laid from the centre, towards its side
 BOLD_STROKE = 0.13  # strokes this wide for a digit's longer side (stroke_width; MNIST's 0.07-0.13, the page's pen 0.10-0.12) ...
 THIN_STROKE = 0.08  # ... are worn down aiming at this, which leaves the page's half-size digits at 0.10-0.12, as its full-size ones
@@ -503,8 +505,10 @@ def side_by_side(ink: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
             second[(slice(None),) * axis + (slice(None, cut),)] = 0.0
             if min(float(first.sum()), float(second.sum())) < SIDE_MASS * total:
                 continue
-            spans = [np.flatnonzero((part > INK_THRESHOLD).any(axis)) for part in (first, second)]
-            if min(int(sp[-1] - sp[0] + 1) for sp in spans) < SIDE_SPAN * extent:
+            # a digit's height is what a dot or a dash lacks (a 1 has no width to speak of): each side's height against
+            # the whole's beside each other, against the taller side's one above the other
+            heights = [int(np.ptp(np.flatnonzero((part > INK_THRESHOLD).any(1)))) + 1 for part in (first, second)]
+            if min(heights) < SIDE_SPAN * (extent if axis == 1 else max(heights)):
                 continue
             return first, second, axis
     return None

@@ -62,6 +62,19 @@ def test_each_redrawing_takes_the_colour_of_its_ink(session: tuple[Any, Watch], 
     page.locator("#pairs").screenshot(path=str(OUTPUT / f"pairs-{order.replace(' ', '-')}.png"))
 
 
+def test_a_1_written_above_a_digit_is_read_with_it_each_in_its_ink(session: tuple[Any, Watch]) -> None:
+    """A 1 in red above a 0 in green, as in a column of figures: the service takes them apart by the rows between them
+    (a 1 is as tall as a digit, however narrow), and the page frames each ink where the service split them, so each
+    redrawing takes its own ink's colour."""
+    page, _ = session
+    top_one = [[(x, y * 0.42 + 0.03) for x, y in stroke] for stroke in ONE]
+    bottom_zero = [[(x, y * 0.42 + 0.55) for x, y in stroke] for stroke in ZERO]
+    page.get_by_test_id("pair-clear").click()
+    draw_two(page, top_one, bottom_zero)
+    expect(page.get_by_test_id("pair-verdict")).to_contain_text("Two digits")
+    assert colour_of(page) == {1: "red", 0: "green"}, "a redrawing is not in the colour of the ink it explains"
+
+
 def test_two_digits_in_one_ink_are_told_apart_by_capsule(session: tuple[Any, Watch]) -> None:
     """Both digits drawn in red: the colours cannot stand for inks, so red is the first capsule's and green the second's,
     and the legend and the overlay's label say so, not 'green ink' for ink nobody drew."""

@@ -392,6 +392,22 @@ def test_a_broken_stroke_a_dot_or_a_dash_beside_a_digit_is_one_digit():
     assert side_by_side(dash) is None
 
 
+def test_a_1_above_a_digit_is_two_digits_and_an_underline_is_not_one():
+    """One above the other, a side is a digit by its height against the other's, not its width: a 1 is as tall as the
+    digit under it and a fifth as wide; an underline as wide as the digit has no digit's height."""
+    ink = np.zeros((220, 100), np.float32)
+    ink[10:100, 46:54] = 1.0  # a 1
+    ink[130:210, 20:80] = 1.0
+    ink[138:202, 28:72] = 0.0  # a 0 below it, a 30 px band between
+    first, second, axis = side_by_side(ink)
+    assert axis == 0 and first[:115].sum() == ink[:115].sum() and second[115:].sum() == ink[115:].sum()
+    underlined = np.zeros_like(ink)
+    underlined[10:100, 20:80] = 1.0
+    underlined[18:92, 28:72] = 0.0  # a 0
+    underlined[140:150, 10:90] = 1.0  # a line under the digit, with as much ink as a stroke of it
+    assert side_by_side(underlined) is None
+
+
 def test_two_digits_apart_with_a_stray_dot_beyond_them_are_still_two():
     """The widest band (between the second digit and a dot) fails the checks; the narrower one between the digits holds."""
     ink = np.zeros((100, 200), np.float32)
