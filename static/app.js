@@ -15,6 +15,7 @@ import { dimensionText, loadAtlas, nameSlider } from "./dimensions.js";
 import { setUpKeyForm, withKey } from "./key.js";
 import { createPairs } from "./pairs.js";
 import { createProbe } from "./probe.js";
+import { pictureExport } from "./picture.js";
 import { createRoutingInspector } from "./routing.js";
 
 (function () {
@@ -90,6 +91,7 @@ import { createRoutingInspector } from "./routing.js";
     current: null, // the stroke being drawn
     pointerId: null,
     picture: null, // an uploaded image drawn under the strokes (HTMLImageElement)
+    file: null, // the uploaded file itself: sent again as it is when Undo takes the strokes over it away
     result: null, // the last /predict answer shown
     selected: null, // the capsule the sliders drive
     manualSelect: false, // the person picked a capsule: a new prediction does not override it
@@ -172,6 +174,7 @@ import { createRoutingInspector } from "./routing.js";
   var ctx = els.canvas.getContext("2d");
   var exportCanvas = document.createElement("canvas");
   exportCanvas.width = exportCanvas.height = EXPORT_SIZE;
+  var photoCanvas = document.createElement("canvas"); // strokes over an upload, sent as the picture's own rectangle
 
   // Keep the canvas' backing store at the displayed size times the pixel ratio, so strokes are crisp.
   function fitCanvas() {
@@ -221,6 +224,7 @@ import { createRoutingInspector } from "./routing.js";
   function isEmpty() { return state.strokes.length === 0 && !state.current && !state.picture; }
 
   function exportPng() {
+    if (state.picture) return pictureExport(photoCanvas, state.picture, EXPORT_SIZE, function (c) { paint(c, EXPORT_SIZE); });
     paint(exportCanvas.getContext("2d"), EXPORT_SIZE);
     return exportCanvas.toDataURL("image/png");
   }
@@ -615,6 +619,7 @@ import { createRoutingInspector } from "./routing.js";
     state.strokes = [];
     state.current = null;
     state.picture = null;
+    state.file = null;
     els.upload.value = "";
     redraw();
     clearResult();
@@ -624,7 +629,9 @@ import { createRoutingInspector } from "./routing.js";
     if (!state.strokes.length) return;
     state.strokes.pop();
     redraw();
-    if (isEmpty()) clearResult(); else predictNow(true);
+    if (isEmpty()) clearResult();
+    else if (!state.strokes.length && state.file) predictFile(state.file); // the upload alone again: its own file, as first sent
+    else predictNow(true);
   }
   els.undo.addEventListener("click", undo);
   document.addEventListener("keydown", function (e) {
@@ -641,6 +648,7 @@ import { createRoutingInspector } from "./routing.js";
     state.strokes = [];
     state.current = null;
     state.picture = null;
+    state.file = null;
     state.manualSelect = false;
     if (file.type && !/^image\//.test(file.type)) {
       redraw();
@@ -648,6 +656,7 @@ import { createRoutingInspector } from "./routing.js";
       setStatus("That file is not an image (" + file.type + ").", true);
       return;
     }
+    state.file = file;
     var url = URL.createObjectURL(file);
     var img = new Image();
     img.onload = function () { state.picture = img; redraw(); URL.revokeObjectURL(url); };

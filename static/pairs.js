@@ -15,6 +15,7 @@ import { readAnswer } from "./answers.js";
 import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
 import { loadAtlas, nameSlider } from "./dimensions.js";
 import { withKey } from "./key.js";
+import { pictureExport } from "./picture.js";
 
 
 var PREDICT = "/predict?model=multimnist&include=pixels"; // pixels: the overlay is drawn from the redrawings' values
@@ -66,6 +67,7 @@ export function createPairs(opts) {
   var ctx = els.canvas.getContext("2d");
   var exportCanvas = document.createElement("canvas");
   exportCanvas.width = exportCanvas.height = EXPORT_SIZE;
+  var photoCanvas = document.createElement("canvas"); // strokes over an upload, sent as the picture's own rectangle
 
   // On screen (colours): strokes in their own colours on white. For the server: ink as alpha on a transparent ground,
   // which /predict takes with source "canvas" (every stroke is the digit; no search for it as in a photo).
@@ -276,9 +278,11 @@ export function createPairs(opts) {
         return { path: PREDICT, body: form };
       }
       if (state.file && !state.picture) return null; // strokes over a picture not yet decoded: sent once it is
+      if (state.picture) { // a photo: searched for the ink
+        return { path: PREDICT, body: { image: pictureExport(photoCanvas, state.picture, EXPORT_SIZE, function (pc) { paint(pc, EXPORT_SIZE, false); }) } };
+      }
       var c = exportCanvas.getContext("2d");
       paint(c, EXPORT_SIZE, false);
-      if (state.picture) return { path: PREDICT, body: { image: exportCanvas.toDataURL("image/png") } }; // a photo: searched for the ink
       var image = exportCanvas.toDataURL("image/png");
       var inks = null;
       if (!state.sample) {

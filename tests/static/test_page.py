@@ -436,6 +436,46 @@ def test_upload_and_drop(page: Any) -> None:
     page.wait_for_function("() => document.querySelector('[data-testid=\"draw-canvas\"]').closest('.has-ink') !== null")
 
 
+def paper_photo(strokes: list[list[tuple[float, float]]], size: tuple[int, int] = (300, 420)) -> bytes:
+    """A JPEG of a digit on off-white paper, taller than wide, lit from one side: what a phone sends, not a scan."""
+    from PIL import Image, ImageDraw
+
+    w, h = size
+    shade = np.linspace(215, 185, w, dtype=np.float32)[None, :, None] * np.array([1.0, 0.98, 0.93], np.float32)
+    img = Image.fromarray(np.broadcast_to(shade, (h, w, 3)).astype(np.uint8))
+    d = ImageDraw.Draw(img)
+    for stroke in strokes:
+        d.line([(x * w, y * h) for x, y in stroke], fill=(40, 40, 48), width=w // 14, joint="curve")
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=88)
+    return buf.getvalue()
+
+
+def test_a_dot_over_a_photo_keeps_its_reading_and_undo_sends_the_photo_again(page: Any) -> None:
+    """Strokes over an uploaded photo go with it as one picture, the photo's own rectangle: a stray dot beside the digit
+    leaves the reading as it was (the square canvas's margins, sent beside the paper, made the sheet itself ink: "not a
+    digit"). Undo takes the dot away and sends the file again, as first chosen."""
+    first = upload(page, "seven.jpg", paper_photo(SEVEN), "image/jpeg")
+    wait_predicted(page, 7)
+    wait_settled(page)
+    assert first.json()["is_digit"]
+    with page.expect_request(lambda r: urlsplit(r.url).path == "/predict") as req:
+        draw(page, [[(0.78, 0.9)]])  # a dot on the paper, below and right of the 7 (the photo spans x 0.14-0.86)
+    sent = req.value.post_data_json
+    from PIL import Image
+
+    picture = Image.open(io.BytesIO(base64.b64decode(sent["image"].split(",", 1)[1])))
+    assert picture.size == (200, 280), f"sent {picture.size}: not the photo's own rectangle"
+    wait_settled(page)
+    expect(page.get_by_test_id("prediction")).to_have_text("7")
+    expect(page.get_by_test_id("verdict")).not_to_contain_text("not look like a digit")
+    with page.expect_request(lambda r: urlsplit(r.url).path == "/predict") as req:
+        page.get_by_test_id("undo").click()
+    assert req.value.headers["content-type"].startswith("multipart/form-data"), "Undo did not send the photo as first chosen"
+    wait_predicted(page, 7)
+    wait_settled(page)
+
+
 def test_whole_session_stays_local_and_clean(session: tuple[Any, Watch]) -> None:
     """Every feature once; all requests go to the service, and nothing logs an error (CSP included)."""
     page, watch = session

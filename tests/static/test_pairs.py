@@ -75,6 +75,32 @@ def test_a_1_written_above_a_digit_is_read_with_it_each_in_its_ink(session: tupl
     assert colour_of(page) == {1: "red", 0: "green"}, "a redrawing is not in the colour of the ink it explains"
 
 
+def test_a_dot_over_a_photo_of_two_digits_keeps_both(session: tuple[Any, Watch]) -> None:
+    """A phone photo of a 1 and a 0 written side by side, wider than tall, on off-white paper; a dot drawn on the paper
+    beside them goes with the photo as one picture, the photo's own rectangle, and both digits are still read (sent
+    with the square canvas's white margins, the sheet itself was ink: "No digits")."""
+    from PIL import Image
+
+    from tests.static.test_page import paper_photo
+
+    page, _ = session
+    one = [[(0.15 + 0.3 * x, y * 0.7 + 0.15) for x, y in stroke] for stroke in ONE]
+    zero = [[(0.45 + 0.45 * x, y * 0.7 + 0.15) for x, y in stroke] for stroke in ZERO]
+    page.get_by_test_id(PAIR).scroll_into_view_if_needed()
+    page.get_by_test_id("pair-upload").set_input_files(
+        {"name": "10.jpg", "mimeType": "image/jpeg", "buffer": paper_photo(one + zero, (420, 300))}
+    )
+    settled(page)
+    expect(page.get_by_test_id("pair-verdict")).to_contain_text("Two digits")
+    assert sorted(predictions(page).split(",")) == ["0", "1"], predictions(page)
+    with page.expect_request(lambda r: urlsplit(r.url).path == "/predict") as req:
+        draw(page, [[(0.5, 0.78)]], canvas=PAIR)  # on the paper, below the digits (the photo spans y 0.14-0.86)
+    picture = Image.open(io.BytesIO(base64.b64decode(req.value.post_data_json["image"].split(",", 1)[1])))
+    assert picture.size == (280, 200), f"sent {picture.size}: not the photo's own rectangle"
+    settled(page)
+    assert sorted(predictions(page).split(",")) == ["0", "1"], page.get_by_test_id("pair-verdict").text_content()
+
+
 def test_two_digits_in_one_ink_are_told_apart_by_capsule(session: tuple[Any, Watch]) -> None:
     """Both digits drawn in red: the colours cannot stand for inks, so red is the first capsule's and green the second's,
     and the legend and the overlay's label say so, not 'green ink' for ink nobody drew."""
