@@ -172,6 +172,7 @@ import { createRoutingInspector } from "./routing.js";
   /* ---------------------------------------------------------------- drawing */
 
   var ctx = els.canvas.getContext("2d");
+  var undoLast = undo; // what Ctrl+Z undoes: the strokes of the canvas drawn on last (this one, or section 7's)
   var exportCanvas = document.createElement("canvas");
   exportCanvas.width = exportCanvas.height = EXPORT_SIZE;
   var photoCanvas = document.createElement("canvas"); // strokes over an upload, sent as the picture's own rectangle
@@ -238,6 +239,7 @@ import { createRoutingInspector } from "./routing.js";
   els.canvas.addEventListener("pointerdown", function (e) {
     if (state.pointerId !== null || (e.pointerType === "mouse" && e.button !== 0)) return;
     e.preventDefault();
+    undoLast = undo;
     state.pointerId = e.pointerId;
     try { els.canvas.setPointerCapture(e.pointerId); } catch (err) { /* synthetic events have no capture */ }
     state.current = [pointFrom(e)];
@@ -611,7 +613,8 @@ import { createRoutingInspector } from "./routing.js";
     }
   });
   var probeView = createProbe({ state: state, cfg: CFG, channel: channel, setImage: setImage });
-  createPairs({ cfg: CFG, channel: channel, setImage: setImage, setPicture: setPicture }); // section 7, when the server has the two-digit network
+  // section 7, when the server has the two-digit network; Ctrl+Z undoes on the canvas drawn on last
+  createPairs({ cfg: CFG, channel: channel, setImage: setImage, setPicture: setPicture, claimUndo: function (fn) { undoLast = fn; } });
 
   /* ------------------------------------------------------ controls, uploads */
 
@@ -638,7 +641,7 @@ import { createRoutingInspector } from "./routing.js";
     var tag = (e.target && e.target.tagName) || "";
     if ((e.ctrlKey || e.metaKey) && !e.shiftKey && e.key.toLowerCase() === "z" && !/INPUT|SELECT|TEXTAREA/.test(tag)) {
       e.preventDefault();
-      undo();
+      undoLast();
     }
   });
 

@@ -35,7 +35,7 @@ export function createPairs(opts) {
 
   function $(id) { return document.getElementById(id); }
   var els = {
-    canvas: $("pair-canvas"), inks: [$("pair-ink-1"), $("pair-ink-2")], clear: $("pair-clear"), random: $("pair-random"),
+    canvas: $("pair-canvas"), inks: [$("pair-ink-1"), $("pair-ink-2")], undo: $("pair-undo"), clear: $("pair-clear"), random: $("pair-random"),
     verdict: $("pair-verdict"), input: $("pair-input"), overlay: $("pair-overlay"), alone: [$("pair-alone-1"), $("pair-alone-2")],
     aloneCaption: [$("pair-alone-1-digit"), $("pair-alone-2-digit")], aloneSwatch: [$("pair-alone-1-swatch"), $("pair-alone-2-swatch")],
     legend: $("pair-legend"), capsule: $("pair-capsule"), reset: $("pair-reset"),
@@ -123,7 +123,10 @@ export function createPairs(opts) {
     if (els.canvas.width !== px) { els.canvas.width = els.canvas.height = px; }
     redraw();
   }
-  function redraw() { paint(ctx, els.canvas.width, true); }
+  function redraw() {
+    paint(ctx, els.canvas.width, true);
+    els.undo.disabled = !state.strokes.length;
+  }
   function isEmpty() { return !state.strokes.length && !state.current && !state.sample && !state.file; }
 
   function pointFrom(e) {
@@ -136,6 +139,7 @@ export function createPairs(opts) {
     state.pointerId = e.pointerId;
     try { els.canvas.setPointerCapture(e.pointerId); } catch (err) { /* synthetic events */ }
     choice++; // a test pair still on its way would wipe this stroke: it is dropped
+    if (opts.claimUndo) opts.claimUndo(undo); // Ctrl+Z now undoes here, not on the canvas of section 1
     state.current = { ink: state.ink, pts: [pointFrom(e)] };
     redraw();
     live();
@@ -164,20 +168,30 @@ export function createPairs(opts) {
   }
   els.inks.forEach(function (b, i) { b.addEventListener("click", function () { setInk(i); }); });
 
+  // A new start (Clear, a test pair, an upload): nothing drawn, and the first digit's ink again.
   function forget() {
     choice++;
     state.strokes = []; state.current = null; state.sample = null; state.picture = null; state.file = null;
     delete els.verdict.dataset.truth;
     predictChannel.invalidate();
+    setInk(0);
   }
 
   els.clear.addEventListener("click", function () {
     forget();
     els.upload.value = "";
-    setInk(0);
     show(null);
     redraw();
   });
+
+  // The last stroke taken away; what is left (strokes, a test pair or an upload under them) is read again.
+  function undo() {
+    if (!state.strokes.length) return;
+    state.strokes.pop();
+    redraw();
+    if (isEmpty()) { predictChannel.invalidate(); show(null); } else predict();
+  }
+  els.undo.addEventListener("click", undo);
 
   if (els.random) {
     els.random.addEventListener("click", function () {

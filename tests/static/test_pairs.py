@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.static.pages import Watch
-from tests.static.test_page import ONE, OUTPUT, PAIR, WAIT_MS, ZERO, draw, expect, overlay_colours, predictions, slider_names
+from tests.static.test_page import ONE, OUTPUT, PAIR, SEVEN_BAR, WAIT_MS, ZERO, draw, expect, overlay_colours, predictions, slider_names
 
 LEFT_ONE = [[(x * 0.6 + 0.05, y) for x, y in stroke] for stroke in ONE]
 RIGHT_ZERO = [[(x * 0.8 + 0.15, y * 0.8 + 0.1) for x, y in stroke] for stroke in ZERO]
@@ -73,6 +73,31 @@ def test_a_1_written_above_a_digit_is_read_with_it_each_in_its_ink(session: tupl
     draw_two(page, top_one, bottom_zero)
     expect(page.get_by_test_id("pair-verdict")).to_contain_text("Two digits")
     assert colour_of(page) == {1: "red", 0: "green"}, "a redrawing is not in the colour of the ink it explains"
+
+
+def test_undo_and_ctrl_z_take_back_the_last_stroke_where_it_was_drawn(page: Any) -> None:
+    """Section 7 has an Undo of its own, and Ctrl+Z undoes on the canvas drawn on last: after drawing in section 7, it
+    takes back section 7's stroke and leaves section 1's digit and its reading alone (it undid section 1's, out of sight)."""
+    from tests.static.test_page import wait_predicted, wait_settled
+
+    draw(page, ZERO)
+    wait_predicted(page, 0)
+    wait_settled(page)
+    expect(page.get_by_test_id("pair-undo")).to_be_disabled()
+    draw_two(page, LEFT_ONE, RIGHT_ZERO)
+    expect(page.get_by_test_id("pair-verdict")).to_contain_text("Two digits")
+    page.keyboard.press("Control+z")
+    settled(page)
+    assert predictions(page) == "1", f"Ctrl+Z did not take back section 7's 0: {predictions(page)!r}"
+    expect(page.get_by_test_id("pair-ink-2")).to_have_attribute("aria-pressed", "true")  # the ink chosen stays
+    expect(page.get_by_test_id("prediction")).to_have_text("0")
+    expect(page.get_by_test_id("undo")).to_be_enabled()  # section 1's stroke is still there
+    page.get_by_test_id("pair-undo").click()
+    expect(page.get_by_test_id("pair-verdict")).to_have_text("Draw two digits, one over the other or side by side")
+    expect(page.get_by_test_id("pair-undo")).to_be_disabled()
+    draw(page, SEVEN_BAR)  # a stroke over section 1's 0: Ctrl+Z is section 1's again
+    page.keyboard.press("Control+z")
+    wait_predicted(page, 0)
 
 
 def test_a_dot_over_a_photo_of_two_digits_keeps_both(session: tuple[Any, Watch]) -> None:
