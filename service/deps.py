@@ -54,7 +54,8 @@ async def _checked_body(request: Request) -> Body:
 
 Upload = Annotated[Body, Depends(_checked_body)]
 
-IncludeQuery = Annotated[str | None, Query(alias="include", include_in_schema=False)]
+# a list: `?include=a&include=b` (what HTTP clients send for a list of values) counts as `?include=a,b`, not as its last
+IncludeQuery = Annotated[list[str] | None, Query(alias="include", include_in_schema=False)]
 
 
 async def _pixels(include: IncludeQuery = None) -> bool:
@@ -130,8 +131,24 @@ async def _predict_call(
     return PredictCall(await _checked_body(request), state, included(include, EXTRAS), routing_type, _pairs(state, model))
 
 
-async def _batch_call(request: Request, state: ReadyDep, include: IncludeQuery = None, routing_type: RoutingType = None) -> PredictCall:
+def one_digit_only(model: str, route: str) -> None:
+    """A route of the MNIST network alone refuses `?model=multimnist` rather than answering for the other network."""
+    if model != "capsnet":
+        raise Invalid(f"model={model} is not served on {route}: it reads one picture a request, at /predict?model={model}")
+
+
+async def _batch_call(
+    request: Request, state: ReadyDep, include: IncludeQuery = None, routing_type: RoutingType = None, model: ModelQuery = "capsnet"
+) -> PredictCall:
+    one_digit_only(model, "/predict/batch")
     return PredictCall(await _checked_body(request), state, included(include, EXTRAS), routing_type, None)
+
+
+async def _probe_model(model: ModelQuery = "capsnet") -> None:
+    one_digit_only(model, "/probe")
+
+
+ProbeModel = Annotated[None, Depends(_probe_model)]
 
 
 PredictArgs = Annotated[PredictCall, Depends(_predict_call)]

@@ -39,9 +39,9 @@ PIXELS_PARAM = {
 }
 
 
-def included(value: str | None, allowed: set[str]) -> set[str]:
-    """?include=a,b as a set, every name one of `allowed` (else a 422 naming them)."""
-    parts = {p.strip() for p in (value or "").split(",") if p.strip()}
+def included(values: list[str] | None, allowed: set[str]) -> set[str]:
+    """?include=a,b (or ?include=a&include=b) as a set, every name one of `allowed` (else a 422 naming them)."""
+    parts = {p.strip() for value in values or () for p in value.split(",") if p.strip()}
     unknown = parts - allowed
     if unknown:
         raise Invalid(f"include: unknown value(s) {sorted(unknown)}; choose from {sorted(allowed)}")

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from model.affine import Affine, warp
-from service.deps import BatchArgs, PredictArgs, ReadyDep, Upload, WithPixels, capsnet_only, model_param
+from service.deps import BatchArgs, PredictArgs, ProbeModel, ReadyDep, Upload, WithPixels, capsnet_only, model_param
 from service.engine.batcher import Inference
 from service.engine.two_digit import NAME as PAIRS
 from service.engine.two_digit import PairEngine
@@ -102,7 +102,7 @@ def _outputs(extras: set[str]) -> frozenset[str]:
 
 
 INCLUDE_DOC = (
-    "comma-separated extras: `coupling` adds the routing coefficients [1152][10] and their 6x6 map per digit "
+    "comma-separated extras (or the parameter repeated): `coupling` adds the routing coefficients [1152][10] and their 6x6 map per digit "
     "`coupling_grid` [10][6][6]; `coupling_grid` adds only the map; `counterfactuals` adds the decoder's image from each "
     "digit capsule's own pose [10] (PNG), the images behind `recon_errors`; `routing` adds every iteration of dynamic routing "
     "(`routing`: lengths, coupling and agreement maps per iteration, run past the trained 3); " + PIXELS_DOC
@@ -235,7 +235,7 @@ async def predict_batch(call: BatchArgs) -> FastJSON:
     openapi_extra={**_body_spec(ProbeJSON, multiple=None), "parameters": [PIXELS_PARAM]},
     summary="Equivariance probe: capsules for affine transforms of the input",
 )
-async def probe(body: Upload, state: ReadyDep, with_pixels: WithPixels) -> FastJSON:
+async def probe(body: Upload, state: ReadyDep, with_pixels: WithPixels, _: ProbeModel) -> FastJSON:
     """The 28x28 input (from `image`, preprocessed as /predict does, or `pixels` as they are) rotated, scaled, sheared and
     shifted by each of up to 64 transforms (model/affine.py), each run through the network: how the lengths, the
     prediction and the poses follow the viewpoint. Equivariance would keep the lengths and move the poses."""

@@ -66,6 +66,26 @@ def test_coupling_on_request(client):
     assert client.post("/predict?include=everything", json={"pixels": [[0] * 28] * 28}).status_code == 422
 
 
+def test_include_repeated_is_every_value_not_the_last(client):
+    """`?include=coupling&include=pixels`, the form HTTP clients send a list of values in (requests' params={"include": [...]}),
+    adds both extras, as `?include=coupling,pixels` does; a wrong one among them is still named in a 422."""
+    upload = {"file": ("one.png", stroke_digit_one(), "image/png")}
+    both = client.post("/predict", params=[("include", "coupling"), ("include", "pixels")], files=upload).json()
+    assert "coupling" in both and "pixels" in both["input"]
+    r = client.post("/predict", params=[("include", "pixels"), ("include", "everything")], files=upload)
+    assert r.status_code == 422 and "everything" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("path", ["/predict/batch", "/probe"])
+def test_a_route_of_the_one_digit_network_refuses_the_other(client, path):
+    """`?model=multimnist` on a route that serves the MNIST network alone is a 422 saying where that network is read, not
+    an answer from the other network as if it were the one asked for."""
+    body = {"pixels": [[0.0] * 28] * 28, "transforms": [{}]} if path == "/probe" else {"pixels": [[[0.0] * 28] * 28]}
+    r = client.post(path + "?model=multimnist", json=body)
+    assert r.status_code == 422 and "/predict?model=multimnist" in r.json()["detail"], r.text
+    assert client.post(path + "?model=capsnet", json=body).status_code == 200
+
+
 def test_images_carry_their_values_only_when_asked(client):
     """Every image is a PNG; its 784 numbers come with ?include=pixels (and then agree with the PNG to 8 bits)."""
     upload = {"file": ("one.png", stroke_digit_one(), "image/png")}
