@@ -230,6 +230,16 @@ def test_decompression_bomb_is_refused_before_decoding(client):
     assert r.status_code == 413
 
 
+@pytest.mark.parametrize("side, said", [(10_000, "10000x10000 = 100000000 pixels"), (20_000, "400000000 pixels")])
+def test_an_image_past_pillows_guard_is_refused_in_the_services_words(client, side, said):
+    """Between Pillow's own guard (89 M pixels) and twice it, and past that, the answer names the size and the service's
+    limit, as for any image over it, not Pillow's limits and its talk of a DOS attack."""
+    r = client.post("/predict", files={"file": ("big.png", png_bomb(side, side), "image/png")})
+    detail = r.json()["detail"]
+    assert r.status_code == 413 and said in detail and "over the 16000000 pixel limit" in detail, detail
+    assert "bomb" not in detail and "89478485" not in detail and "178956970" not in detail, detail
+
+
 def _animated_gif() -> bytes:
     frames = [Image.new("L", (40, 40), 255) for _ in range(3)]
     for i, f in enumerate(frames):
