@@ -108,9 +108,17 @@ def json_error(status: int, code: str, detail: str, headers: dict[str, str] | No
     return JSONResponse(error_body(code, detail, **extra), status_code=status, headers=headers)
 
 
+def _message(error: dict) -> str:
+    """pydantic's message in a client's terms: a check of ours without pydantic's "Value error, " before it, and a value
+    that should be an object called a JSON object, not an instance of one of this service's classes."""
+    if error.get("type") == "model_type":
+        return "should be a JSON object"
+    return str(error.get("msg", "")).removeprefix("Value error, ")
+
+
 def _safe_errors(exc: RequestValidationError) -> list[dict]:
     """Validation errors without their input values (which may be NaN, huge, or not JSON at all)."""
-    return [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors()[:20]]
+    return [{"loc": list(e.get("loc", ())), "msg": _message(e), "type": str(e.get("type", ""))} for e in exc.errors()[:20]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +145,8 @@ def classify(exc: Exception, where: str = "") -> Failure:
         errors = _safe_errors(exc)
         first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
         at = ".".join(str(p) for p in first["loc"] if p != "body")
-        return Failure(422, "invalid", f"{at}: {first['msg']}" if at else first["msg"], extra={"errors": errors})
+        whole = "the body " + first["msg"] if first["loc"] in (["body"], []) and first["type"] == "model_type" else first["msg"]
+        return Failure(422, "invalid", f"{at}: {first['msg']}" if at else whole, extra={"errors": errors})
     if isinstance(exc, StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}.get(exc.status_code, "http_error")
         return Failure(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))

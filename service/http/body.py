@@ -89,7 +89,8 @@ async def read_body(request: Request, path: str, accepted: frozenset[str]) -> Bo
     media = content_type.partition(";")[0].strip().lower()
     is_json = media == JSON or (media.startswith("application/") and media.endswith("+json"))
     if not (media in accepted or (is_json and JSON in accepted)):
-        raise UnsupportedMediaType(f"{path} takes {' or '.join(sorted(accepted))}, not {media or 'no content type'}", _CLOSE)
+        sent = media or "a body without a Content-Type header"
+        raise UnsupportedMediaType(f"{path} takes {' or '.join(sorted(accepted))}, not {sent}", _CLOSE)
     data = await read_limited(request, settings)
     if not is_json:
         return Body(media, content_type, data)
@@ -158,4 +159,8 @@ def parse_json(data: bytes, max_values: int) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:  # also nesting past MAX_JSON_DEPTH, and text that is not UTF-8
-        raise BadJSON(f"request body is not valid JSON: {e}") from None
+        # the usual cause: base64 wrapped at 76 columns (`base64` without -w0) pasted into a JSON string
+        hint = (
+            " (a line break inside a string? JSON strings hold none: `base64 -w0` writes one line)" if "control character" in str(e) else ""
+        )
+        raise BadJSON(f"request body is not valid JSON: {e}{hint}") from None

@@ -144,8 +144,8 @@ def decode(im: Image.Image, max_side: int) -> Image.Image:
             im = upright(im)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise TooLarge(f"image refused as a decompression bomb: {e}") from e
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
-        raise BadInput("cannot decode image: not a readable PNG, JPEG, GIF, BMP or WebP file") from e
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:  # its header was read: the rest is not
+        raise BadInput(f"cannot decode image: this {im.format or 'image'} file is truncated or corrupt") from e
     return im
 
 

@@ -299,3 +299,26 @@ def test_security_headers_and_closed_cors(client):
     assert r.headers["x-content-type-options"] == "nosniff"
     pre = client.options("/predict", headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
     assert "access-control-allow-origin" not in pre.headers
+
+
+def test_error_messages_are_in_the_clients_terms(client):
+    """What a person reads when a request is wrong names their mistake in their terms: no pydantic prefixes, no class
+    names of this service, no double negatives, a truncated file called truncated, and the usual cause of a JSON string
+    broken over lines (base64 wrapped at 76 columns) named."""
+
+    def detail(r, status: int) -> str:
+        assert r.status_code == status, r.text[:300]
+        return r.json()["detail"]
+
+    said = detail(client.post("/predict", content=b"abc"), 415)
+    assert said.endswith("not a body without a Content-Type header"), said
+    assert detail(client.post("/predict", json=[1, 2, 3]), 422) == "the body should be a JSON object"
+    said = detail(client.post("/predict", json={"image": b64(GOOD_PNG), "pixels": [[0] * 28] * 28}), 422)
+    assert "Value error" not in said and "exactly one of" in said, said
+    said = detail(client.post("/predict?include=routing&routing_type=abc", json={"pixels": [[0] * 28] * 28}), 422)
+    assert "Value error" not in said and "routing_type" in said, said
+    said = detail(client.post("/predict", files={"file": ("cut.png", GOOD_PNG[: len(GOOD_PNG) // 2], "image/png")}), 400)
+    assert said == "cannot decode image: this PNG file is truncated or corrupt", said
+    wrapped = "\n".join(b64(GOOD_PNG)[i : i + 76] for i in range(0, len(b64(GOOD_PNG)), 76))
+    said = detail(client.post("/predict", content=f'{{"image": "{wrapped}"}}', headers={"content-type": "application/json"}), 400)
+    assert "base64 -w0" in said, said
