@@ -126,6 +126,48 @@ def test_a_dot_over_a_photo_of_two_digits_keeps_both(session: tuple[Any, Watch])
     assert sorted(predictions(page).split(",")) == ["0", "1"], page.get_by_test_id("pair-verdict").text_content()
 
 
+def test_the_chosen_ink_keeps_its_colour_under_the_pointer(session: tuple[Any, Watch]) -> None:
+    """Clicking "Second digit" and leaving the pointer on it shows it chosen, its white label on its ink's green (the
+    hover's pale blue took over, and the white label all but vanished: the click looked as if it had done nothing)."""
+    page, _ = session
+    button = page.get_by_test_id("pair-ink-2")
+    button.scroll_into_view_if_needed()
+    button.click()
+    button.hover()
+    expect(button).to_have_attribute("aria-pressed", "true")
+    expect(button).to_have_css("background-color", "rgb(42, 157, 58)")
+    expect(button).to_have_css("color", "rgb(255, 255, 255)")
+    page.get_by_test_id("pair-ink-1").click()
+
+
+def test_a_slow_answer_says_it_is_coming(page: Any) -> None:
+    """With the server slow to answer (1.5 s), both sections say they are reading within half a second of the stroke,
+    beside the answer they will replace, and stop saying so when it comes; a quick answer shows no such cue."""
+
+    def cue(selector: str) -> tuple[str, str]:
+        return page.evaluate(
+            f"() => {{ const s = getComputedStyle(document.querySelector('{selector}'), '::after'); return [s.content, s.opacity]; }}"
+        )
+
+    draw(page, ZERO)
+    expect(page.get_by_test_id("verdict")).to_have_attribute("aria-busy", "false", timeout=WAIT_MS)
+    assert cue("#verdict .verdict-main")[0] == "none", "a cue with nothing in flight"
+    # every request from here on leaves the page 1.5 s after it is made, as over a slow network
+    page.evaluate("() => { const f = window.fetch; window.fetch = (u, o) => new Promise(r => setTimeout(r, 1500)).then(() => f(u, o)); }")
+    draw(page, SEVEN_BAR)
+    expect(page.get_by_test_id("verdict")).to_have_attribute("aria-busy", "true")
+    page.wait_for_timeout(700)
+    content, opacity = cue("#verdict .verdict-main")
+    assert "reading" in content and opacity == "1", (content, opacity)
+    page.get_by_test_id(PAIR).scroll_into_view_if_needed()
+    draw(page, LEFT_ONE, canvas=PAIR)
+    page.wait_for_timeout(700)
+    content, opacity = cue("#pair-verdict")
+    assert "reading" in content and opacity == "1", (content, opacity)
+    settled(page)
+    assert cue("#pair-verdict")[0] == "none"
+
+
 def test_two_digits_in_one_ink_are_told_apart_by_capsule(session: tuple[Any, Watch]) -> None:
     """Both digits drawn in red: the colours cannot stand for inks, so red is the first capsule's and green the second's,
     and the legend and the overlay's label say so, not 'green ink' for ink nobody drew."""
