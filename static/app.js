@@ -8,7 +8,7 @@
  * This module draws and predicts, and drives the decoder (sections 1-5); static/routing.js (the routing inspector)
  * and static/probe.js (the equivariance probe) each own a section and share `state` with it.
  */
-import { readAnswer } from "./answers.js";
+import { readAnswer, request } from "./answers.js";
 import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
 import { Channel } from "./channel.js";
 import { dimensionText, loadAtlas, nameSlider } from "./dimensions.js";
@@ -122,7 +122,7 @@ import { createRoutingInspector } from "./routing.js";
       opts.body = JSON.stringify(body);
     }
     var t0 = performance.now();
-    return fetch(path, opts).then(function (res) {
+    return request(path, opts).then(function (res) {
       showRtt(path.split("?")[0], performance.now() - t0);
       return readAnswer(res);
     });

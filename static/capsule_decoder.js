@@ -12,6 +12,8 @@
  * `spec` is the page's data-decoder attribute (service/routers/page.py): url, sha256, bytes, side, tensors.
  */
 
+import { request } from "./answers.js";
+
 var LAYERS = [
   ["decoder.net.0.weight", "decoder.net.0.bias"],
   ["decoder.net.2.weight", "decoder.net.2.bias"],
@@ -46,15 +48,20 @@ function hex(buffer) {
 CapsuleDecoder.prototype.load = function () {
   if (this.loading) return this.loading;
   var self = this, spec = this.spec;
-  var why = this.failure || unsupported();
+  var why = (this.retry ? null : this.failure) || unsupported();
   if (why) {
     this.failure = why;
     this.loading = Promise.reject(new Error(why));
     this.loading.catch(function () {});
     return this.loading;
   }
-  this.loading = fetch(spec.url).then(function (res) {
-    if (!res.ok) throw new Error("the decoder file answered HTTP " + res.status);
+  this.retry = false;
+  this.loading = request(spec.url).then(function (res) {
+    if (!res.ok) {
+      var err = new Error("the decoder file answered HTTP " + res.status);
+      err.serverTrouble = res.status >= 500;
+      throw err;
+    }
     return res.arrayBuffer();
   }).then(function (buffer) {
     if (buffer.byteLength !== spec.bytes) throw new Error("the decoder file has " + buffer.byteLength + " bytes, the card says " + spec.bytes);
@@ -77,9 +84,14 @@ CapsuleDecoder.prototype.load = function () {
     }
     self.scratch = self.layers.map(function (l) { return new Float32Array(l.out); });
     self.nonzero = self.layers.map(function (l) { return new Int32Array(l.in); });
+    self.failure = null; // an earlier try's, if this was a retry
     return self;
   });
-  this.loading.catch(function (err) { self.failure = err.message; });
+  this.loading.catch(function (err) {
+    self.failure = err.message;
+    // the server not reached, or its trouble (5xx): the next touch tries again; a file that is not the card's does not
+    if (err.unreachable || err.serverTrouble) { self.loading = null; self.retry = true; }
+  });
   return this.loading;
 };
 
@@ -153,7 +165,10 @@ export function pictureUrl(images, side, cols) {
 CapsuleDecoder.prototype.where = function () {
   var mb = this.spec ? (this.spec.bytes / 1e6).toFixed(1) + " MB" : "";
   if (this.ready()) return "Sliders redraw in this browser (the decoder's " + mb + " of weights" + (this.verified ? ", checked against the model card)." : ").");
-  if (this.failure) return "Sliders redraw on the server: " + this.failure + ".";
+  if (this.failure && this.retry && !this.loading) {
+    return "The decoder could not be loaded (" + this.failure + "); sliders ask the server meanwhile, and the next touch tries again.";
+  }
+  if (this.failure && !this.retry) return "Sliders redraw on the server: " + this.failure + ".";
   if (this.loading) return "Loading the decoder (" + mb + ") into this browser; the server draws meanwhile.";
   return "Sliders redraw in this browser once its decoder (" + mb + ") has loaded, at the first touch.";
 };

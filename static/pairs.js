@@ -11,7 +11,7 @@
  * static/dimensions.js). "Two random test digits" asks the server for a pair made from MNIST's test set, where the server has it;
  * "Upload image" sends a picture as a file, as any client would, and strokes drawn over it go with it as one picture.
  */
-import { readAnswer } from "./answers.js";
+import { readAnswer, request } from "./answers.js";
 import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
 import { loadAtlas, nameSlider } from "./dimensions.js";
 import { withKey } from "./key.js";
@@ -197,7 +197,7 @@ export function createPairs(opts) {
     els.random.addEventListener("click", function () {
       var mine = ++choice;
       // a failure gives the server's own reason (no MNIST test digits here, say), else the status
-      fetch(SAMPLE, { headers: withKey({}) }).then(readAnswer).then(function (s) {
+      request(SAMPLE, { headers: withKey({}) }).then(readAnswer).then(function (s) {
         if (mine !== choice) return; // the page moved on (an upload, Clear, another pair) while it came
         forget();
         state.sample = s.pixels;

@@ -150,3 +150,29 @@ def test_a_file_that_is_not_the_cards_is_refused_and_the_server_draws(browser: A
     finally:
         context.close()
     watch.check()
+
+
+def test_a_decoder_not_reached_is_tried_again_at_the_next_touch(browser: Any, base_url: str) -> None:
+    """The decoder's file not reached (the network down a moment): the line says so in plain words and that the server
+    draws meanwhile, and the next touch of a slider tries again, so the browser draws once the file comes (one failure
+    switched the browser's decoder off for the rest of the visit, in words that said the server draws)."""
+    context, page, watch = open_page(browser, base_url)
+    try:
+        page.route("**/decoders/*", lambda route: route.abort("internetdisconnected"))
+        draw(page, ZERO)
+        wait_settled(page)
+        slider = page.get_by_test_id("pose-slider-3")
+        slider.focus()
+        with page.expect_response(lambda r: urlsplit(r.url).path == "/reconstruct"):
+            page.keyboard.press("ArrowRight")
+        where = page.get_by_test_id("decoder-where")
+        expect(where).to_contain_text("The decoder could not be loaded (the server could not be reached")
+        expect(where).to_contain_text("the next touch tries again")
+        page.unroute("**/decoders/*")
+        page.keyboard.press("ArrowRight")
+        expect(where).to_contain_text("Sliders redraw in this browser", timeout=30_000)
+        page.wait_for_load_state("networkidle")
+    finally:
+        context.close()
+    assert not watch.foreign()
+    assert all("/decoders/" in e or "ERR_INTERNET_DISCONNECTED" in e for e in watch.errors), watch.errors  # the blocked file's alone

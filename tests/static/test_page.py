@@ -704,6 +704,25 @@ def test_counterfactual_tile_selects_capsule(page: Any) -> None:
     page.wait_for_load_state("networkidle")
 
 
+def test_a_server_not_reached_is_said_in_plain_words(browser: Any, base_url: str) -> None:
+    """The server not reached at all: the page says so and that the drawing is kept, not the browser's "Failed to
+    fetch"; the section of two digits says the same."""
+    context, page, watch = open_page(browser, base_url)
+    try:
+        page.route("**/predict*", lambda route: route.abort("connectionrefused"))
+        draw(page, ONE)
+        status_line = page.locator("#status")
+        expect(status_line).to_contain_text("Could not classify: the server could not be reached")
+        expect(status_line).to_contain_text("what you drew is kept")
+        expect(status_line).not_to_contain_text("Failed to fetch")
+        page.get_by_test_id(PAIR).scroll_into_view_if_needed()
+        draw(page, ONE, canvas=PAIR)
+        expect(page.get_by_test_id("pair-verdict")).to_contain_text("Could not read the digits: the server could not be reached")
+    finally:
+        context.close()
+    assert not watch.foreign()
+
+
 def _huge_png() -> bytes:
     """A 4100x4100 white PNG: a small file, but more pixels than the service decodes (413)."""
     from PIL import Image
