@@ -4,6 +4,15 @@
  */
 import { showLengths } from "./routing.js";
 
+// End labels at their lines' last values, moved apart just enough to be read (`gap` px between centres) and kept
+// within top..bottom: lines that end close together stacked their labels over each other.
+export function spread(labels, top, bottom, gap) {
+  var out = labels.slice().sort(function (a, b) { return a.y - b.y; });
+  out.forEach(function (l, i) { l.y = Math.max(l.y, top + 4, i ? out[i - 1].y + gap : -Infinity); });
+  for (var i = out.length - 1; i >= 0; i--) out[i].y = Math.min(out[i].y, i < out.length - 1 ? out[i + 1].y - gap : bottom - 4);
+  return out;
+}
+
 export function createProbe(page) {
   var state = page.state, CFG = page.cfg, channel = page.channel, setImage = page.setImage;
   function $(id) { return document.getElementById(id); }
@@ -23,7 +32,7 @@ export function createProbe(page) {
                 plot: $("probe-plot"), summary: $("probe-summary"), reset: $("probe-reset") };
   var sweep = null, sweepTimer = null;
 
-  function fmtAxis(a, v) { return a === "scale" ? "\u00d7" + v.toFixed(2) : (v > 0 ? "+" : v < 0 ? "\u2212" : "") + Math.abs(v) + "\u00b0"; }
+function fmtAxis(a, v) { return a === "scale" ? "\u00d7" + v.toFixed(2) : (v > 0 ? "+" : v < 0 ? "\u2212" : "") + Math.abs(v) + "\u00b0"; }
 
   function transformNow() {
     var t = {};
@@ -113,9 +122,10 @@ export function createProbe(page) {
       c.beginPath(); c.moveTo(L, Y(v)); c.lineTo(L + pw, Y(v)); c.stroke();
       c.textAlign = "right"; c.fillText(v.toFixed(2), L - 6, Y(v) + 4);
     });
-    c.textAlign = "left";
-    c.fillText("1", L + pw + 6, YL(1) + 4);
-    c.fillText("0", L + pw + 6, YL(0) + 4);
+    // the length's axis (0..1) inside the plot's right edge: the margin beyond is the lines' end labels'
+    c.textAlign = "right";
+    c.fillText("1", L + pw - 3, YL(1) + 12);
+    c.fillText("0", L + pw - 3, YL(0) - 4);
     [spec.lo, (spec.lo + spec.hi) / 2, spec.hi].forEach(function (v) {
       c.textAlign = "center"; c.fillText(fmtAxis(sweep.axis, sweep.axis === "scale" ? v : Math.round(v)), X(v), H - 10);
     });
@@ -128,14 +138,16 @@ export function createProbe(page) {
       c.setLineDash([]);
     }
     dims.forEach(function (s) { if (ranked.indexOf(s) < 0) line(s.ys, "rgba(91,100,112,0.28)", 1); });
-    ranked.forEach(function (s, i) {
+    var labels = ranked.map(function (s, i) {
       line(s.ys, TRACK_COLOURS[i], 2.5);
-      c.fillStyle = TRACK_COLOURS[i]; c.textAlign = "left";
-      c.fillText("dim " + (s.d + 1), L + pw + 6, Y(s.ys[s.ys.length - 1]) + 4);
+      return { text: "dim " + (s.d + 1), colour: TRACK_COLOURS[i], y: Y(s.ys[s.ys.length - 1]) };
     });
     line(lengths, "#1b1f24", 3, [6, 4], YL);
-    c.fillStyle = "#1b1f24"; c.textAlign = "left";
-    c.fillText("length", L + pw + 6, YL(lengths[lengths.length - 1]) + 4);
+    labels.push({ text: "length", colour: "#1b1f24", y: YL(lengths[lengths.length - 1]) });
+    spread(labels, T, T + ph, 13).forEach(function (l) {
+      c.fillStyle = l.colour; c.textAlign = "left";
+      c.fillText(l.text, L + pw + 6, l.y + 4);
+    });
     var now = parseFloat(probeSliders[sweep.axis].input.value);
     c.strokeStyle = "rgba(47,91,211,0.6)"; c.lineWidth = 1.5;
     c.beginPath(); c.moveTo(X(now), T); c.lineTo(X(now), T + ph); c.stroke();

@@ -926,6 +926,22 @@ def test_routing_inspector_steps_through_the_iterations(session: tuple[Any, Watc
 # ------------------------------------------------------------ equivariance probe
 
 
+def test_the_plots_end_labels_are_moved_apart_to_be_read(session: tuple[Any, Watch]) -> None:
+    """Lines that end close together get their labels (dim k, length) at least a line apart, in the lines' order and
+    within the plot; labels already apart stay where their lines end."""
+    page, _ = session
+    placed = page.evaluate(
+        """async () => { const { spread } = await import('/static/probe.js');
+                         const ls = [{text: 'a', y: 100}, {text: 'length', y: 103}, {text: 'b', y: 99}, {text: 'c', y: 300},
+                                     {text: 'd', y: 398}];
+                         return spread(ls, 10, 400, 13).map(l => [l.text, l.y]); }"""
+    )
+    ys = [y for _, y in placed]
+    assert [t for t, _ in placed] == ["b", "a", "length", "c", "d"], placed
+    assert all(b - a >= 13 for a, b in zip(ys, ys[1:], strict=False)) and ys[0] >= 14 and ys[-1] <= 396, placed
+    assert ys[3] == 300, "a label clear of the others was moved"
+
+
 def test_probe_sliders_transform_what_the_network_sees(session: tuple[Any, Watch]) -> None:
     """The rotate, scale and shear sliders send the network's own 28x28 input with that transform to /probe and show the
     answer; the plot sweeps the moved transform and names the pose dimensions that track it; nothing stays after Clear."""
