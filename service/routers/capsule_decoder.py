@@ -107,7 +107,16 @@ async def perturb(req: PerturbRequest, state: ReadyDep, pairs: TwoDigit) -> Fast
     )
 
 
-@router.get("/decoders/{sha256}.onnx", include_in_schema=False)
+@router.get(
+    "/decoders/{sha256}.onnx",
+    response_class=FileResponse,
+    responses={
+        200: {"content": {"application/octet-stream": {}}, "description": "the ONNX file, cacheable for good (its name is its content)"},
+        404: {"model": ErrorBody, "description": "no decoder file of this server has that sha256"},
+        503: ERRORS[503],
+    },
+    summary="A decoder's committed ONNX file by the sha256 the model card gives it",
+)
 async def decoder_file(sha256: str, state: ReadyDep) -> FileResponse:
     """A decoder's committed ONNX file, by its sha256, for the page's own decoder (static/capsule_decoder.js)."""
     for f in state.decoder_files.values():

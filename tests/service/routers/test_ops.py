@@ -94,9 +94,20 @@ def test_where_a_request_spent_its_time_is_on_metrics_by_phase(client, path, kwa
 
 
 def test_openapi_documents_every_endpoint_with_examples(client):
+    from fastapi.routing import APIRoute
+
     spec = client.get("/openapi.json").json()
     for path in ("/predict", "/predict/batch", "/probe", "/reconstruct", "/perturb", "/healthz", "/readyz", "/model", "/metrics"):
         assert path in spec["paths"], path
+    # every route of the API, the decoders' files among them; the page itself is not an API (routers are included
+    # without prefixes, each behind a route of the app that keeps it as `original_router`)
+    routers = [getattr(r, "original_router", None) for r in client.app.routes]
+    served = {r.path for router in routers if router for r in router.routes if isinstance(r, APIRoute)} - {
+        "/",
+        "/v2/",
+    }  # /v2/: /v2 as the protocol spells it
+    assert {"/predict", "/v2/models/{model_name}/infer"} <= served
+    assert served - set(spec["paths"]) == set(), "served but not in the schema"
     text = json.dumps(spec)
     assert '"multipart/form-data"' in text and '"examples"' in text
     for name in ("ReconstructRequest", "PerturbRequest", "Prediction"):
