@@ -48,6 +48,7 @@ import { createRoutingInspector } from "./routing.js";
     prediction: $("prediction"),
     verdict: $("verdict"),
     verdictMain: $("verdict-main"),
+    drawAnswer: $("draw-answer"),
     verdictClosest: $("verdict-closest"),
     closestImage: $("closest-image"),
     closestText: $("closest-text"),
@@ -361,6 +362,7 @@ import { createRoutingInspector } from "./routing.js";
     var why = data.why_not_digit && data.why_not_digit.reason;
     els.verdictMain.textContent = data.blank ? "No digit drawn" : digit ? "It's a " + p
       : "This does not look like a digit" + (why ? ": " + why : "");
+    els.drawAnswer.textContent = els.verdictMain.textContent;
     els.verdict.classList.toggle("is-not-digit", !digit && !data.blank);
     var errors = data.recon_errors;
     var showClosest = !digit && !data.blank && !!errors;
@@ -451,6 +453,7 @@ import { createRoutingInspector } from "./routing.js";
     els.prediction.textContent = "";
     els.prediction.classList.remove("is-dim");
     els.verdictMain.textContent = verdict || "No digit drawn";
+    els.drawAnswer.textContent = els.verdictMain.textContent;
     els.verdict.classList.remove("is-not-digit");
     els.verdictClosest.hidden = true;
     els.closestText.textContent = "";

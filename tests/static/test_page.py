@@ -270,6 +270,19 @@ def test_touch_drawing(browser: Any, base_url: str) -> None:
         assert "touch" in page.evaluate("() => window.__pointerTypes")
         assert page.evaluate("() => window.scrollY") == scroll_before, "the touch stroke scrolled the page"
         assert page.evaluate("() => getComputedStyle(document.querySelector('[data-testid=\"draw-canvas\"]')).touchAction") == "none"
+        # on a phone the answer is a screen below: it is repeated under the canvas's buttons, in the same screen as the
+        # whole canvas
+        answer = page.get_by_test_id("draw-answer")
+        expect(answer).to_have_text("It's a 1")
+        in_sight = page.evaluate(
+            """() => { const c = document.querySelector('[data-testid="draw-canvas"]').getBoundingClientRect();
+                       const a = document.querySelector('[data-testid="draw-answer"]').getBoundingClientRect();
+                       window.scrollBy(0, c.top - 8);
+                       return a.bottom - c.top + 8 <= window.innerHeight; }"""
+        )
+        assert answer.is_visible() and in_sight, "the canvas and the answer under it do not fit one screen"
+        page.get_by_test_id("clear").click()
+        expect(answer).to_have_text("No digit drawn")
     finally:
         context.close()
     watch.check()
