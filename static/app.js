@@ -12,6 +12,7 @@ import { readAnswer, request } from "./answers.js";
 import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
 import { Channel } from "./channel.js";
 import { dimensionText, loadAtlas, nameSlider } from "./dimensions.js";
+import { signed } from "./format.js";
 import { setUpKeyForm, withKey } from "./key.js";
 import { createPairs } from "./pairs.js";
 import { createProbe } from "./probe.js";
@@ -481,14 +482,9 @@ import { createRoutingInspector } from "./routing.js";
 
   function showPose() {
     var pose = basePose();
-    sliders.forEach(function (s, i) { s.base.textContent = pose ? fmtSigned(pose[i], 3) : "\u2013"; });
+    sliders.forEach(function (s, i) { s.base.textContent = pose ? signed(pose[i], 3) : "\u2013"; });
   }
 
-  function fmtSigned(v, digits) {
-    var r = Number(v.toFixed(digits));
-    if (r === 0) return (0).toFixed(digits);
-    return (r > 0 ? "+" : "") + r.toFixed(digits);
-  }
 
   function hasDeltas() { return state.deltas.some(function (x) { return x !== 0; }); }
 
@@ -567,7 +563,7 @@ import { createRoutingInspector } from "./routing.js";
   sliders.forEach(function (s, i) {
     s.input.addEventListener("input", function () {
       state.deltas[i] = Math.round(parseFloat(s.input.value) * 100) / 100;
-      s.out.textContent = fmtSigned(state.deltas[i], 2);
+      s.out.textContent = signed(state.deltas[i], 2);
       s.input.parentNode.parentNode.classList.toggle("is-moved", state.deltas[i] !== 0);
       updateReconstruction();
     });
@@ -577,7 +573,7 @@ import { createRoutingInspector } from "./routing.js";
     sliders.forEach(function (s, i) {
       state.deltas[i] = 0;
       s.input.value = "0";
-      s.out.textContent = fmtSigned(0, 2);
+      s.out.textContent = signed(0, 2);
       s.input.parentNode.parentNode.classList.remove("is-moved");
     });
     updateReconstruction();

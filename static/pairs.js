@@ -14,6 +14,7 @@
 import { readAnswer, request } from "./answers.js";
 import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
 import { loadAtlas, nameSlider } from "./dimensions.js";
+import { signed } from "./format.js";
 import { withKey } from "./key.js";
 import { pictureExport } from "./picture.js";
 
@@ -67,6 +68,8 @@ export function createPairs(opts) {
   var ctx = els.canvas.getContext("2d");
   var exportCanvas = document.createElement("canvas");
   exportCanvas.width = exportCanvas.height = EXPORT_SIZE;
+  // canvases whose pixels are read back after every stroke: kept in memory the CPU reads, as the browser advises
+  var READ_BACK = { willReadFrequently: true };
   var photoCanvas = document.createElement("canvas"); // strokes over an upload, sent as the picture's own rectangle
 
   // On screen (colours): strokes in their own colours on white. For the server: ink as alpha on a transparent ground,
@@ -295,7 +298,7 @@ export function createPairs(opts) {
       if (state.picture) { // a photo: searched for the ink
         return { path: PREDICT, body: { image: pictureExport(photoCanvas, state.picture, EXPORT_SIZE, function (pc) { paint(pc, EXPORT_SIZE, false); }) } };
       }
-      var c = exportCanvas.getContext("2d");
+      var c = exportCanvas.getContext("2d", READ_BACK);
       paint(c, EXPORT_SIZE, false);
       var image = exportCanvas.toDataURL("image/png");
       var inks = null;
@@ -415,7 +418,7 @@ export function createPairs(opts) {
   var inkCanvas = document.createElement("canvas");
   inkCanvas.width = inkCanvas.height = size;
   function inkPixels(strokes, ink, frame) {
-    var c = inkCanvas.getContext("2d"), k = frame.scale;
+    var c = inkCanvas.getContext("2d", READ_BACK), k = frame.scale;
     c.setTransform(1, 0, 0, 1, 0, 0);
     c.clearRect(0, 0, size, size);
     c.setTransform(k * EXPORT_SIZE, 0, 0, k * EXPORT_SIZE, size / 2 - k * (frame.cx + 0.5) + (frame.dx || 0), size / 2 - k * (frame.cy + 0.5) + (frame.dy || 0));
@@ -574,7 +577,7 @@ export function createPairs(opts) {
   sliders.forEach(function (s, i) {
     s.input.addEventListener("input", function () {
       state.deltas[i] = parseFloat(s.input.value);
-      s.out.textContent = state.deltas[i].toFixed(2);
+      s.out.textContent = signed(state.deltas[i], 2);
       reconstruct();
     });
   });

@@ -498,6 +498,8 @@ def test_whole_session_stays_local_and_clean(session: tuple[Any, Watch]) -> None
     page.get_by_test_id("pose-slider-4").focus()
     page.keyboard.press("End")
     expect(page.get_by_test_id("pose-out-4")).to_have_text("+0.50")
+    page.keyboard.press("Home")
+    expect(page.get_by_test_id("pose-out-4")).to_have_text("\u22120.50")  # the minus sign, not a hyphen
     page.get_by_test_id("capsule-select").select_option("7")
     page.get_by_test_id("reset-sliders").click()
     page.get_by_test_id("counterfactual-4").click()
@@ -1053,6 +1055,9 @@ def test_two_digits_drawn_in_two_colours_are_pulled_apart(session: tuple[Any, Wa
     before = page.get_by_test_id("pair-alone-2").get_attribute("src")
     page.get_by_test_id("pair-slider-5").fill("0.25")
     page.wait_for_function(f"() => document.querySelector('[data-testid=\"pair-alone-2\"]').getAttribute('src') !== {before!r}")
+    expect(page.locator("#pair-out-5")).to_have_text("+0.25")  # signed as section 4's are
+    page.get_by_test_id("pair-slider-5").fill("-0.25")
+    expect(page.locator("#pair-out-5")).to_have_text("\u22120.25")
     OUTPUT.mkdir(exist_ok=True)
     page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-drawn.png"))
 
