@@ -19,11 +19,12 @@ POSE_DIM = 16  # the committed model card's digit_dim
 MAX_ABS_POSE: float = Settings.model_fields["max_abs_pose"].default
 MAX_DELTAS: int = Settings.model_fields["max_deltas"].default
 
-PoseValue = Annotated[float, Field(allow_inf_nan=False, json_schema_extra={"minimum": -MAX_ABS_POSE, "maximum": MAX_ABS_POSE})]
+# numbers as JSON numbers: strict, so that "0.5" (a string) or true is a 422 naming the field, not read as 0.5 or 1
+PoseValue = Annotated[float, Field(strict=True, allow_inf_nan=False, json_schema_extra={"minimum": -MAX_ABS_POSE, "maximum": MAX_ABS_POSE})]
 Pose = Annotated[list[PoseValue], Field(json_schema_extra={"minItems": POSE_DIM, "maxItems": POSE_DIM})]
 Deltas = Annotated[list[PoseValue], Field(json_schema_extra={"minItems": 1, "maxItems": MAX_DELTAS})]
-Unit = Annotated[float, Field(allow_inf_nan=False, ge=0.0, le=1.0)]
-Digit = Annotated[int, Field(ge=0, le=9, description="digit capsule 0-9", examples=[3])]
+Unit = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0.0, le=1.0)]
+Digit = Annotated[int, Field(strict=True, ge=0, le=9, description="digit capsule 0-9", examples=[3])]
 
 EXAMPLE_POSE = [0.02, -0.11, 0.05, 0.21, -0.07, 0.13, 0.0, -0.18, 0.09, 0.04, -0.02, 0.15, -0.12, 0.06, 0.01, -0.09]
 ROW = [0.0] * 28

@@ -322,3 +322,21 @@ def test_error_messages_are_in_the_clients_terms(client):
     wrapped = "\n".join(b64(GOOD_PNG)[i : i + 76] for i in range(0, len(b64(GOOD_PNG)), 76))
     said = detail(client.post("/predict", content=f'{{"image": "{wrapped}"}}', headers={"content-type": "application/json"}), 400)
     assert "base64 -w0" in said, said
+
+
+@pytest.mark.parametrize(
+    "path, body, field",
+    [
+        ("/predict", {"pixels": [["0"] * 28] * 28}, "pixels.0.0"),
+        ("/predict", {"pixels": [[True] * 28] * 28}, "pixels.0.0"),
+        ("/reconstruct", {"digit": "3", "pose": [0.0] * 16}, "digit"),
+        ("/reconstruct", {"digit": 3, "pose": ["0.1"] + [0.0] * 15}, "pose.0"),
+    ],
+    ids=["pixels-as-strings", "pixels-as-booleans", "digit-as-string", "pose-as-strings"],
+)
+def test_numbers_are_json_numbers(client, path, body, field):
+    """A string or a boolean where the API takes a number is a 422 naming the field: "0" read as 0 and true as 1 gave
+    answers to what the client may not have meant. Whole numbers where floats go are numbers, and still taken."""
+    r = client.post(path, json=body)
+    assert r.status_code == 422 and r.json()["detail"].startswith(field), r.text[:300]
+    assert client.post("/predict", json={"pixels": [[0] * 28] * 28}).status_code == 200
