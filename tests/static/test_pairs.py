@@ -141,31 +141,35 @@ def test_the_chosen_ink_keeps_its_colour_under_the_pointer(session: tuple[Any, W
 
 
 def test_a_slow_answer_says_it_is_coming(page: Any) -> None:
-    """With the server slow to answer (1.5 s), both sections say they are reading within half a second of the stroke,
-    beside the answer they will replace, and stop saying so when it comes; a quick answer shows no such cue."""
+    """With the answers held back (a slow network), both sections say they are reading, beside the answer they will
+    replace, and stop saying so when the answer comes; after a quick answer there is no such cue."""
 
-    def cue(selector: str) -> tuple[str, str]:
-        return page.evaluate(
-            f"() => {{ const s = getComputedStyle(document.querySelector('{selector}'), '::after'); return [s.content, s.opacity]; }}"
+    def cue_shown(selector: str) -> None:
+        page.wait_for_function(
+            f"""() => {{ const s = getComputedStyle(document.querySelector('{selector}'), '::after');
+                        return s.content.includes('reading') && s.opacity === '1'; }}"""
         )
+
+    def cue(selector: str) -> str:
+        return page.evaluate(f"() => getComputedStyle(document.querySelector('{selector}'), '::after').content")
 
     draw(page, ZERO)
     expect(page.get_by_test_id("verdict")).to_have_attribute("aria-busy", "false", timeout=WAIT_MS)
-    assert cue("#verdict .verdict-main")[0] == "none", "a cue with nothing in flight"
-    # every request from here on leaves the page 1.5 s after it is made, as over a slow network
-    page.evaluate("() => { const f = window.fetch; window.fetch = (u, o) => new Promise(r => setTimeout(r, 1500)).then(() => f(u, o)); }")
+    assert cue("#verdict .verdict-main") == "none", "a cue with nothing in flight"
+    # from here on every request waits to leave the page until the test lets it, as over a slow network
+    page.evaluate(
+        """() => { let release; const gate = new Promise(r => { release = r; }); window.__release = release;
+                   const f = window.fetch; window.fetch = (u, o) => gate.then(() => f(u, o)); }"""
+    )
     draw(page, SEVEN_BAR)
-    expect(page.get_by_test_id("verdict")).to_have_attribute("aria-busy", "true")
-    page.wait_for_timeout(700)
-    content, opacity = cue("#verdict .verdict-main")
-    assert "reading" in content and opacity == "1", (content, opacity)
+    cue_shown("#verdict .verdict-main")
     page.get_by_test_id(PAIR).scroll_into_view_if_needed()
     draw(page, LEFT_ONE, canvas=PAIR)
-    page.wait_for_timeout(700)
-    content, opacity = cue("#pair-verdict")
-    assert "reading" in content and opacity == "1", (content, opacity)
+    cue_shown("#pair-verdict")
+    page.evaluate("() => window.__release()")
     settled(page)
-    assert cue("#pair-verdict")[0] == "none"
+    expect(page.get_by_test_id("verdict")).to_have_attribute("aria-busy", "false", timeout=WAIT_MS)
+    assert cue("#pair-verdict") == "none" and cue("#verdict .verdict-main") == "none"
 
 
 def test_two_digits_in_one_ink_are_told_apart_by_capsule(session: tuple[Any, Watch]) -> None:
