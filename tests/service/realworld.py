@@ -182,13 +182,18 @@ _STORED = {
 }
 
 
+def sensor_pixels(picture: Image.Image, orientation: int) -> Image.Image:
+    """The pixels a phone stores for `picture` when EXIF `orientation` turns them upright for showing."""
+    return picture if orientation == 1 else picture.transpose(_STORED[orientation])
+
+
 def as_phone_stores(upload: bytes, orientation: int) -> bytes:
     """A photo as a phone saves it when it was held turned: the pixels as the sensor read them, and an EXIF orientation
     tag saying how to turn them for showing. Every viewer shows it upright; read without the tag a 6 is a 9."""
     exif = Image.Exif()
     exif[0x0112] = orientation
     out = io.BytesIO()
-    Image.open(io.BytesIO(upload)).convert("RGB").transpose(_STORED[orientation]).save(out, "JPEG", quality=90, exif=exif)
+    sensor_pixels(Image.open(io.BytesIO(upload)).convert("RGB"), orientation).save(out, "JPEG", quality=90, exif=exif)
     return out.getvalue()
 
 

@@ -151,25 +151,12 @@ def test_an_image_is_decoded_as_its_exif_orientation_shows_it(fmt, mode, orienta
     """Each of EXIF's eight orientations, in each format that carries one (a PNG with an alpha channel too, which would
     otherwise take libspng's road): the decoded pixels are the upright picture's."""
     from service.inputs.images import canvas_rgba8, decode, open_image
+    from tests.service.realworld import sensor_pixels
 
     upright = Image.new(mode, (40, 24), 0)  # an L in one corner: no turn or mirror of it matches another
     upright.paste(255, (2, 2, 6, 20))
     upright.paste(255, (2, 16, 16, 20))
-    stored = (
-        upright
-        if orientation == 1
-        else upright.transpose(
-            {
-                2: Image.Transpose.FLIP_LEFT_RIGHT,
-                3: Image.Transpose.ROTATE_180,
-                4: Image.Transpose.FLIP_TOP_BOTTOM,
-                5: Image.Transpose.TRANSPOSE,
-                6: Image.Transpose.ROTATE_90,
-                7: Image.Transpose.TRANSVERSE,
-                8: Image.Transpose.ROTATE_270,
-            }[orientation]
-        )
-    )
+    stored = sensor_pixels(upright, orientation)
     exif = Image.Exif()
     exif[0x0112] = orientation
     buf = io.BytesIO()
