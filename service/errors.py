@@ -108,11 +108,19 @@ def json_error(status: int, code: str, detail: str, headers: dict[str, str] | No
     return JSONResponse(error_body(code, detail, **extra), status_code=status, headers=headers)
 
 
+# pydantic's error types for a value that should have been an object: a model validated from the parsed body, and a
+# FastAPI body parameter
+OBJECT_EXPECTED = frozenset({"model_type", "model_attributes_type"})
+
+
 def _message(error: dict) -> str:
-    """pydantic's message in a client's terms: a check of ours without pydantic's "Value error, " before it, and a value
-    that should be an object called a JSON object, not an instance of one of this service's classes."""
-    if error.get("type") == "model_type":
+    """pydantic's message in a client's terms: a check of ours without pydantic's "Value error, " before it, a value
+    that should be an object called a JSON object, not an instance of one of this service's classes, and one that should
+    be a number a JSON number."""
+    if error.get("type") in OBJECT_EXPECTED:
         return "should be a JSON object"
+    if error.get("type") == "float_type":  # the schemas' floats are strict (service/schemas.py): a string or a boolean
+        return "should be a JSON number"
     return str(error.get("msg", "")).removeprefix("Value error, ")
 
 
@@ -143,9 +151,9 @@ def classify(exc: Exception, where: str = "") -> Failure:
         return Failure(exc.status, exc.code, exc.detail, exc.headers)
     if isinstance(exc, RequestValidationError):
         errors = _safe_errors(exc)
-        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+        first = errors[0] if errors else {"loc": [], "msg": "invalid request", "type": ""}
         at = ".".join(str(p) for p in first["loc"] if p != "body")
-        whole = "the body " + first["msg"] if first["loc"] in (["body"], []) and first["type"] == "model_type" else first["msg"]
+        whole = "the body " + first["msg"] if first["type"] in OBJECT_EXPECTED else first["msg"]
         return Failure(422, "invalid", f"{at}: {first['msg']}" if at else whole, extra={"errors": errors})
     if isinstance(exc, StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}.get(exc.status_code, "http_error")

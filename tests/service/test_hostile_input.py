@@ -313,6 +313,7 @@ def test_error_messages_are_in_the_clients_terms(client):
     said = detail(client.post("/predict", content=b"abc"), 415)
     assert said.endswith("not a body without a Content-Type header"), said
     assert detail(client.post("/predict", json=[1, 2, 3]), 422) == "the body should be a JSON object"
+    assert detail(client.post("/reconstruct", json=[1, 2]), 422) == "the body should be a JSON object"
     said = detail(client.post("/predict", json={"image": b64(GOOD_PNG), "pixels": [[0] * 28] * 28}), 422)
     assert "Value error" not in said and "exactly one of" in said, said
     said = detail(client.post("/predict?include=routing&routing_type=abc", json={"pixels": [[0] * 28] * 28}), 422)
@@ -331,12 +332,32 @@ def test_error_messages_are_in_the_clients_terms(client):
         ("/predict", {"pixels": [[True] * 28] * 28}, "pixels.0.0"),
         ("/reconstruct", {"digit": "3", "pose": [0.0] * 16}, "digit"),
         ("/reconstruct", {"digit": 3, "pose": ["0.1"] + [0.0] * 15}, "pose.0"),
+        ("/probe", {"pixels": [[0.0] * 28] * 28, "transforms": [{"rotate": "5"}]}, "transforms.0.rotate"),
+        ("/probe", {"pixels": [[0.0] * 28] * 28, "transforms": [{"rotate": True}]}, "transforms.0.rotate"),
     ],
-    ids=["pixels-as-strings", "pixels-as-booleans", "digit-as-string", "pose-as-strings"],
+    ids=["pixels-as-strings", "pixels-as-booleans", "digit-as-string", "pose-as-strings", "rotate-as-string", "rotate-as-boolean"],
 )
 def test_numbers_are_json_numbers(client, path, body, field):
     """A string or a boolean where the API takes a number is a 422 naming the field: "0" read as 0 and true as 1 gave
-    answers to what the client may not have meant. Whole numbers where floats go are numbers, and still taken."""
+    answers to what the client may not have meant. A number is a number however JSON writes it: 0 where a float goes, 3.0
+    for a digit (Python's json writes floats so)."""
     r = client.post(path, json=body)
-    assert r.status_code == 422 and r.json()["detail"].startswith(field), r.text[:300]
+    assert r.status_code == 422 and r.json()["detail"].startswith(field) and "JSON number" in r.json()["detail"], r.text[:300]
     assert client.post("/predict", json={"pixels": [[0] * 28] * 28}).status_code == 200
+    assert (
+        client.post(
+            "/reconstruct",
+            content=b'{"digit": 3.0, "pose": [' + b",".join([b"0.0"] * 16) + b"]}",
+            headers={"content-type": "application/json"},
+        ).status_code
+        == 200
+    )
+
+
+def test_a_validation_error_without_details_is_a_422_not_a_500():
+    from fastapi.exceptions import RequestValidationError
+
+    from service.errors import classify
+
+    failure = classify(RequestValidationError([]))
+    assert (failure.status, failure.code, failure.detail) == (422, "invalid", "invalid request")
