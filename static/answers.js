@@ -11,7 +11,7 @@ export function readAnswer(res) {
 
 // The server not reached at all: browsers say "Failed to fetch", "NetworkError ..." or "Load failed", none of which
 // tells a person what happened or what to do.
-export var UNREACHABLE = "the server could not be reached (stopped, or the network is down); what you drew is kept: try again";
+export var UNREACHABLE = "the server could not be reached (stopped, or the network is down)";
 
 // fetch() with the failure to reach the server in those words; the Error is marked `unreachable` (worth a retry later).
 export function request(url, init) {

@@ -16,7 +16,7 @@ import { signed } from "./format.js";
 import { setUpKeyForm, withKey } from "./key.js";
 import { createPairs } from "./pairs.js";
 import { createProbe } from "./probe.js";
-import { pictureExport } from "./picture.js";
+import { pictureExport, pictureRect } from "./picture.js";
 import { createRoutingInspector } from "./routing.js";
 
 (function () {
@@ -144,7 +144,7 @@ import { createRoutingInspector } from "./routing.js";
   var predictChannel = channel(showPrediction, function (err, req) {
     // A failed upload (or finished stroke) must not leave the previous answer on show as if it were this one's.
     if (req.final) clearResult("No result");
-    setStatus("Could not classify: " + err.message, true);
+    setStatus("Could not classify: " + err.message + (err.unreachable ? "; what you drew is kept: draw on or Undo to try again" : ""), true);
   }, els.verdict);
   var reconstructChannel = channel(function (data, req) {
     setImage(els.reconstruction, data.reconstruction.png);
@@ -194,9 +194,8 @@ import { createRoutingInspector } from "./routing.js";
   function paint(c, size) {
     c.clearRect(0, 0, size, size);
     if (state.picture) {
-      var p = state.picture, s = Math.min(size / p.naturalWidth, size / p.naturalHeight);
-      var w = p.naturalWidth * s, h = p.naturalHeight * s;
-      c.drawImage(p, (size - w) / 2, (size - h) / 2, w, h);
+      var r = pictureRect(state.picture, size);
+      c.drawImage(state.picture, r.x, r.y, r.w, r.h);
     }
     c.lineCap = "round";
     c.lineJoin = "round";
@@ -662,8 +661,17 @@ import { createRoutingInspector } from "./routing.js";
     state.file = file;
     var url = URL.createObjectURL(file);
     var img = new Image();
-    img.onload = function () { state.picture = img; redraw(); URL.revokeObjectURL(url); };
-    img.onerror = function () { URL.revokeObjectURL(url); };
+    img.onload = function () {
+      URL.revokeObjectURL(url);
+      if (state.file !== file) return; // Clear, or another file, while this one decoded
+      state.picture = img;
+      redraw();
+    };
+    img.onerror = function () {
+      // not a picture this browser can show: the server says what it makes of the file, and Undo has nothing to resend
+      URL.revokeObjectURL(url);
+      if (state.file === file) state.file = null;
+    };
     img.src = url;
     redraw();
     predictFile(file);

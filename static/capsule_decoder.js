@@ -2,7 +2,8 @@
  * to zero -> 512 -> 1024 -> S*S, ReLU, ReLU, sigmoid), run on the committed weights in this browser, so that a dragged
  * pose slider redraws at display rate instead of at the network's round trip.
  *
- * The weights are the service's own file, fetched once, when a slider is first touched, from
+ * The weights are the service's own file, fetched when a slider is first touched (again at a later touch if the server
+ * was not reached or was in trouble, at most every RETRY_MS), from
  * /decoders/<sha256>.onnx: named by its content, so the browser's cache keeps it for good and a new version has a new
  * name. It is checked against the model card's sha256 and byte count, and each layer's float32 values are read at the
  * offsets the card gives (model/decoder_layout.py): no ONNX parser and no runtime to download. The arithmetic is the
@@ -12,7 +13,7 @@
  * `spec` is the page's data-decoder attribute (service/routers/page.py): url, sha256, bytes, side, tensors.
  */
 
-import { request } from "./answers.js";
+import { UNREACHABLE, request } from "./answers.js";
 
 var LAYERS = [
   ["decoder.net.0.weight", "decoder.net.0.bias"],
@@ -27,6 +28,8 @@ export function CapsuleDecoder(spec, numClasses, digitDim) {
   this.layers = null; // [{w, b, out, in}] once loaded
   this.loading = null;
   this.failure = spec ? null : "this server offers no decoder file for the page";
+  this.retry = false; // the last failure may pass: a later touch tries again
+  this.nextTry = 0; // ... from this time on (performance.now())
   this.verified = false;
   this.scratch = null;
 }
@@ -44,10 +47,14 @@ function hex(buffer) {
   return Array.prototype.map.call(new Uint8Array(buffer), function (b) { return (b < 16 ? "0" : "") + b.toString(16); }).join("");
 }
 
-// One promise for the whole page: the first touch starts it, every later call shares it.
+var RETRY_MS = 3000; // a server in trouble is not asked again on every move of a slider
+
+// One promise for the page while it holds: the first touch starts it and every later call shares it; after a failure
+// that may pass, a touch RETRY_MS later starts another.
 CapsuleDecoder.prototype.load = function () {
   if (this.loading) return this.loading;
   var self = this, spec = this.spec;
+  if (this.retry && performance.now() < this.nextTry) return Promise.reject(new Error(this.failure));
   var why = (this.retry ? null : this.failure) || unsupported();
   if (why) {
     this.failure = why;
@@ -56,13 +63,18 @@ CapsuleDecoder.prototype.load = function () {
     return this.loading;
   }
   this.retry = false;
+  this.failure = null; // trying again: the line says it loads, not the last try's failure
   this.loading = request(spec.url).then(function (res) {
     if (!res.ok) {
       var err = new Error("the decoder file answered HTTP " + res.status);
       err.serverTrouble = res.status >= 500;
       throw err;
     }
-    return res.arrayBuffer();
+    return res.arrayBuffer().catch(function () { // the connection dropped partway: as if never reached
+      var err = new Error(UNREACHABLE);
+      err.unreachable = true;
+      throw err;
+    });
   }).then(function (buffer) {
     if (buffer.byteLength !== spec.bytes) throw new Error("the decoder file has " + buffer.byteLength + " bytes, the card says " + spec.bytes);
     // crypto.subtle exists on https and loopback pages only; elsewhere the byte count and the content-named URL stand
@@ -89,8 +101,8 @@ CapsuleDecoder.prototype.load = function () {
   });
   this.loading.catch(function (err) {
     self.failure = err.message;
-    // the server not reached, or its trouble (5xx): the next touch tries again; a file that is not the card's does not
-    if (err.unreachable || err.serverTrouble) { self.loading = null; self.retry = true; }
+    // the server not reached, or its trouble (5xx): a touch RETRY_MS later tries again; a file that is not the card's does not
+    if (err.unreachable || err.serverTrouble) { self.loading = null; self.retry = true; self.nextTry = performance.now() + RETRY_MS; }
   });
   return this.loading;
 };
@@ -165,10 +177,10 @@ export function pictureUrl(images, side, cols) {
 CapsuleDecoder.prototype.where = function () {
   var mb = this.spec ? (this.spec.bytes / 1e6).toFixed(1) + " MB" : "";
   if (this.ready()) return "Sliders redraw in this browser (the decoder's " + mb + " of weights" + (this.verified ? ", checked against the model card)." : ").");
-  if (this.failure && this.retry && !this.loading) {
-    return "The decoder could not be loaded (" + this.failure + "); sliders ask the server meanwhile, and the next touch tries again.";
+  if (this.failure && this.retry) {
+    return "The decoder could not be loaded (" + this.failure + "); sliders ask the server meanwhile, and a later touch tries again.";
   }
-  if (this.failure && !this.retry) return "Sliders redraw on the server: " + this.failure + ".";
+  if (this.failure) return "Sliders redraw on the server: " + this.failure + ".";
   if (this.loading) return "Loading the decoder (" + mb + ") into this browser; the server draws meanwhile.";
   return "Sliders redraw in this browser once its decoder (" + mb + ") has loaded, at the first touch.";
 };

@@ -16,7 +16,7 @@ import { CapsuleDecoder, decoderSpec, pictureUrl } from "./capsule_decoder.js";
 import { loadAtlas, nameSlider } from "./dimensions.js";
 import { signed } from "./format.js";
 import { withKey } from "./key.js";
-import { pictureExport } from "./picture.js";
+import { pictureExport, pictureRect } from "./picture.js";
 
 
 var PREDICT = "/predict?model=multimnist&include=pixels"; // pixels: the overlay is drawn from the redrawings' values
@@ -83,10 +83,9 @@ export function createPairs(opts) {
       c.fillRect(0, 0, px, px);
     }
     if (state.picture) {
-      var fit = Math.min(px / state.picture.naturalWidth, px / state.picture.naturalHeight);
-      var w = state.picture.naturalWidth * fit, h = state.picture.naturalHeight * fit;
+      var r = pictureRect(state.picture, px);
       c.imageSmoothingEnabled = true;
-      c.drawImage(state.picture, (px - w) / 2, (px - h) / 2, w, h);
+      c.drawImage(state.picture, r.x, r.y, r.w, r.h);
     }
     if (state.sample) {
       var img = c.createImageData(size, size), tmp = document.createElement("canvas");

@@ -7,7 +7,7 @@
  * left out with it.
  */
 
-// Where `picture` lies within a square of `px` pixels, as the canvases draw it (fitted, centred).
+// Where `picture` lies within a square of `px` pixels: fitted and centred, where both canvases draw it and the export cuts.
 export function pictureRect(picture, px) {
   var fit = Math.min(px / picture.naturalWidth, px / picture.naturalHeight);
   var w = picture.naturalWidth * fit, h = picture.naturalHeight * fit;

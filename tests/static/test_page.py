@@ -277,7 +277,6 @@ def test_touch_drawing(browser: Any, base_url: str) -> None:
         in_sight = page.evaluate(
             """() => { const c = document.querySelector('[data-testid="draw-canvas"]').getBoundingClientRect();
                        const a = document.querySelector('[data-testid="draw-answer"]').getBoundingClientRect();
-                       window.scrollBy(0, c.top - 8);
                        return a.bottom - c.top + 8 <= window.innerHeight; }"""
         )
         assert answer.is_visible() and in_sight, "the canvas and the answer under it do not fit one screen"

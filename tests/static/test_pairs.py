@@ -95,9 +95,16 @@ def test_undo_and_ctrl_z_take_back_the_last_stroke_where_it_was_drawn(page: Any)
     page.get_by_test_id("pair-undo").click()
     expect(page.get_by_test_id("pair-verdict")).to_have_text("Draw two digits, one over the other or side by side")
     expect(page.get_by_test_id("pair-undo")).to_be_disabled()
-    draw(page, SEVEN_BAR)  # a stroke over section 1's 0: Ctrl+Z is section 1's again
-    page.keyboard.press("Control+z")
+    page.get_by_test_id("draw-canvas").scroll_into_view_if_needed()
+    with page.expect_request(lambda r: urlsplit(r.url).path == "/predict" and "model=multimnist" not in r.url):
+        draw(page, SEVEN_BAR)  # a stroke over section 1's 0: Ctrl+Z is section 1's again
+    wait_settled(page)
+    with page.expect_request(lambda r: urlsplit(r.url).path == "/predict" and "model=multimnist" not in r.url):
+        page.keyboard.press("Control+z")
     wait_predicted(page, 0)
+    page.keyboard.press("Control+z")  # and the 0 itself
+    expect(page.get_by_test_id("undo")).to_be_disabled()
+    expect(page.get_by_test_id("pair-verdict")).to_have_text("Draw two digits, one over the other or side by side")
 
 
 def test_a_dot_over_a_photo_of_two_digits_keeps_both(session: tuple[Any, Watch]) -> None:
@@ -163,6 +170,9 @@ def test_a_slow_answer_says_it_is_coming(page: Any) -> None:
     )
     draw(page, SEVEN_BAR)
     cue_shown("#verdict .verdict-main")
+    # shown only once a request has been out a while: an answer in tens of milliseconds shows none, and no flicker
+    delay = page.evaluate("() => getComputedStyle(document.querySelector('#verdict .verdict-main'), '::after').animationDelay")
+    assert delay == "0.4s", delay
     page.get_by_test_id(PAIR).scroll_into_view_if_needed()
     draw(page, LEFT_ONE, canvas=PAIR)
     cue_shown("#pair-verdict")
