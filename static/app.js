@@ -106,10 +106,10 @@ import { createRoutingInspector } from "./routing.js";
 
   function fmtMs(ms) { return ms < 10 ? ms.toFixed(1) : String(Math.round(ms)); }
 
-  function showRtt(path, ms) {
+  function showRtt(ms) {
     var where = document.createElement("span");
     where.className = "subtle";
-    where.textContent = path;
+    where.textContent = "/predict";
     els.rtt.textContent = fmtMs(ms) + " ms ";
     els.rtt.appendChild(where);
   }
@@ -126,7 +126,7 @@ import { createRoutingInspector } from "./routing.js";
     var t0 = performance.now();
     return request(path, opts).then(function (res) {
       // the headline figure is a reading's: the probe's sweep and the sliders' redraws that follow it would take its place
-      if (path.split("?")[0] === "/predict") showRtt("/predict", performance.now() - t0);
+      if (path.split("?")[0] === "/predict") showRtt(performance.now() - t0);
       return readAnswer(res);
     });
   }
@@ -484,7 +484,6 @@ import { createRoutingInspector } from "./routing.js";
     var pose = basePose();
     sliders.forEach(function (s, i) { s.base.textContent = pose ? signed(pose[i], 3) : "\u2013"; });
   }
-
 
   function hasDeltas() { return state.deltas.some(function (x) { return x !== 0; }); }
 

@@ -378,8 +378,8 @@ export function createPairs(opts) {
           r[0] = Math.min(r[0], j); r[1] = Math.max(r[1], j);
         }
         if (Math.min(before, total - before) < sideMass * total) continue;
-        var tall = stacked ? rows : side; // each side's rows with ink: its height
-        var heights = [tall[0][1] - tall[0][0] + 1, tall[1][1] - tall[1][0] + 1];
+        var heightSpan = stacked ? rows : side; // each side's first and last row with ink
+        var heights = [heightSpan[0][1] - heightSpan[0][0] + 1, heightSpan[1][1] - heightSpan[1][0] + 1];
         if (Math.min(heights[0], heights[1]) < sideSpan * (stacked ? Math.max(heights[0], heights[1]) : extent)) continue;
         return cut;
       }

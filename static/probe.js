@@ -32,7 +32,7 @@ export function createProbe(page) {
                 plot: $("probe-plot"), summary: $("probe-summary"), reset: $("probe-reset") };
   var sweep = null, sweepTimer = null;
 
-function fmtAxis(a, v) { return a === "scale" ? "\u00d7" + v.toFixed(2) : (v > 0 ? "+" : v < 0 ? "\u2212" : "") + Math.abs(v) + "\u00b0"; }
+  function fmtAxis(a, v) { return a === "scale" ? "\u00d7" + v.toFixed(2) : (v > 0 ? "+" : v < 0 ? "\u2212" : "") + Math.abs(v) + "\u00b0"; }
 
   function transformNow() {
     var t = {};

@@ -64,7 +64,8 @@ def open_image(data: bytes, max_pixels: int) -> Image.Image:
         raise
     except Image.DecompressionBombError as e:  # past twice Pillow's guard it refuses to open at all; its text has the size
         claimed = re.search(r"\((\d+) pixels\)", str(e))
-        raise TooLarge(f"image is {claimed[1] + ' pixels' if claimed else 'far larger'}, over the {max_pixels} pixel limit") from e
+        size = f"{claimed[1]} pixels, " if claimed else ""
+        raise TooLarge(f"image is {size}over the {max_pixels} pixel limit") from e
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
         raise BadInput("cannot decode image: not a readable PNG, JPEG, GIF, BMP or WebP file") from e
     return im

@@ -35,9 +35,8 @@ GROUP_MIN_MASS = 0.05  # ... when they carry at least this share of its ink (sma
 SECOND_MIN_MASS = 0.2  # looking for two digits: the strongest component beside the first group, when it has this share of its ink
 SIDE_GAP = 0.15  # two digits side by side: a band of empty columns (or rows) at least this share of the ink's height (width) ...
 SIDE_MASS = 0.15  # ... with at least this share of the ink on each side ...
-SIDE_SPAN = (
-    0.5  # ... and each side this share of the whole's height (of the taller side's, one above the other): a digit, not a dot or a dash
-)
+# ... and each side this share of the whole's height (of the taller side's, one above the other): a digit, not a dot or a dash
+SIDE_SPAN = 0.5
 SIDE_SHIFT = 2  # px each of two digits written side by side is laid from the centre, towards its side
 BOLD_STROKE = 0.13  # strokes this wide for a digit's longer side (stroke_width; MNIST's 0.07-0.13, the page's pen 0.10-0.12) ...
 THIN_STROKE = 0.08  # ... are worn down aiming at this, which leaves the page's half-size digits at 0.10-0.12, as its full-size ones
