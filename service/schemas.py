@@ -395,7 +395,7 @@ class ServedModel(BaseModel):
                     "input_spec": {"name": "image", "type": "tensor(float)", "shape": [None, 1, 28, 28]},
                     "limits": {
                         "max_body_bytes": 16777216,
-                        "max_image_pixels": 16000000,
+                        "max_image_pixels": 16777216,
                         "max_batch_items": 64,
                         "max_deltas": MAX_DELTAS,
                         "max_abs_pose": MAX_ABS_POSE,

@@ -103,7 +103,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="largest request body (413 past it): a 12 MP phone JPEG is 2-8 MB")
     # checked from the header before decoding (imaging.open_image); capped below Pillow's own decompression-bomb guard
     # (Image.MAX_IMAGE_PIXELS, left at its default: no process-wide state set per app), which would refuse first otherwise
-    max_image_pixels: int = Field(16_000_000, ge=1, le=89_478_485, description="largest width x height of an upload (413 past it)")
+    # 2**24: a "16 MP" phone's sensor is up to 4656x3496 = 16.3 M pixels, over a round 16,000,000
+    max_image_pixels: int = Field(16_777_216, ge=1, le=89_478_485, description="largest width x height of an upload (413 past it)")
     inline_decode_pixels: int = Field(
         4096,
         ge=0,

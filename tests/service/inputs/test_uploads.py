@@ -20,7 +20,7 @@ from service.inputs.uploads import to_inputs
 from service.settings import Settings
 from tests.service.helpers import encode, health_while_decoding
 
-HEAVY_SIDE = 4000  # 16 M pixels: the largest legal upload under the default pixel limit
+HEAVY_SIDE = 4000  # 16 M pixels: about the largest legal upload under the default pixel limit (2**24)
 
 
 def heavy_png() -> bytes:
