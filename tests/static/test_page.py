@@ -595,6 +595,11 @@ def test_phone_width(browser: Any, base_url: str) -> None:
         ]:
             b = page.get_by_test_id(testid).bounding_box()
             assert b["x"] >= 0 and b["x"] + b["width"] <= 361, f"{testid} sticks out of the screen: {b}"
+        # section 7's last slider in view: the redrawings it moves are in view too, kept at the top as it scrolls
+        page.get_by_test_id("pair-slider-15").scroll_into_view_if_needed()
+        for testid in ("pair-alone-1", "pair-alone-2", "pair-slider-15"):
+            b = page.get_by_test_id(testid).bounding_box()
+            assert b["y"] >= 0 and b["y"] + b["height"] <= 740, f"{testid} out of sight while a slider is dragged: {b}"
         OUTPUT.mkdir(exist_ok=True)
         page.screenshot(path=str(OUTPUT / "page-phone.png"), full_page=True)
     finally:
