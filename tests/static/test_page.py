@@ -270,6 +270,8 @@ def test_touch_drawing(browser: Any, base_url: str) -> None:
         assert "touch" in page.evaluate("() => window.__pointerTypes")
         assert page.evaluate("() => window.scrollY") == scroll_before, "the touch stroke scrolled the page"
         assert page.evaluate("() => getComputedStyle(document.querySelector('[data-testid=\"draw-canvas\"]')).touchAction") == "none"
+        # a finger drops no files: the canvas does not offer it
+        assert page.evaluate("() => getComputedStyle(document.querySelector('#canvas-hint span')).display") == "none"
         # on a phone the answer is a screen below: it is repeated under the canvas's buttons, in the same screen as the
         # whole canvas
         answer = page.get_by_test_id("draw-answer")
