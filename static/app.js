@@ -568,18 +568,21 @@ import { createRoutingInspector } from "./routing.js";
     });
   });
 
-  els.reset.addEventListener("click", function () {
+  function zeroSliders() {
     sliders.forEach(function (s, i) {
       state.deltas[i] = 0;
       s.input.value = "0";
       s.out.textContent = signed(0, 2);
       s.input.parentNode.parentNode.classList.remove("is-moved");
     });
-    updateReconstruction();
-  });
+  }
+  els.reset.addEventListener("click", function () { zeroSliders(); updateReconstruction(); });
 
-  // The capsule the sliders, the reconstruction, the heat map and Figure 4 show: from the select or a tile.
+  // The capsule the sliders, the reconstruction, the heat map and Figure 4 show: from the select or a tile. Another
+  // capsule starts from its own pose: its dimensions do other things, and one capsule's shifts drew the next one
+  // distorted (section 7 starts each capsule from zero too).
   function selectCapsule(k) {
+    if (k !== state.selected) zeroSliders();
     state.selected = k;
     state.manualSelect = true;
     els.select.value = String(k);

@@ -502,6 +502,7 @@ def test_whole_session_stays_local_and_clean(session: tuple[Any, Watch]) -> None
     page.keyboard.press("Home")
     expect(page.get_by_test_id("pose-out-4")).to_have_text("\u22120.50")  # the minus sign, not a hyphen
     page.get_by_test_id("capsule-select").select_option("7")
+    expect(page.get_by_test_id("pose-out-4")).to_have_text("0.00")  # another capsule starts from its own pose
     page.get_by_test_id("reset-sliders").click()
     page.get_by_test_id("counterfactual-4").click()
     expect(page.get_by_test_id("capsule-select")).to_have_value("4")
