@@ -11,13 +11,16 @@ export function readAnswer(res) {
 
 // The server not reached at all: browsers say "Failed to fetch", "NetworkError ..." or "Load failed", none of which
 // tells a person what happened or what to do.
-export var UNREACHABLE = "the server could not be reached (stopped, or the network is down)";
+var UNREACHABLE = "the server could not be reached (stopped, or the network is down)";
 
-// fetch() with the failure to reach the server in those words; the Error is marked `unreachable` (worth a retry later).
+// The Error for a server not reached, or a response cut off on its way: marked `unreachable` (worth a retry later).
+export function unreachable() {
+  var err = new Error(UNREACHABLE);
+  err.unreachable = true;
+  return err;
+}
+
+// fetch() with the failure to reach the server in those words.
 export function request(url, init) {
-  return fetch(url, init).catch(function () {
-    var err = new Error(UNREACHABLE);
-    err.unreachable = true;
-    throw err;
-  });
+  return fetch(url, init).catch(function () { throw unreachable(); });
 }

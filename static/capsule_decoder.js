@@ -13,7 +13,7 @@
  * `spec` is the page's data-decoder attribute (service/routers/page.py): url, sha256, bytes, side, tensors.
  */
 
-import { UNREACHABLE, request } from "./answers.js";
+import { request, unreachable } from "./answers.js";
 
 var LAYERS = [
   ["decoder.net.0.weight", "decoder.net.0.bias"],
@@ -70,11 +70,7 @@ CapsuleDecoder.prototype.load = function () {
       err.serverTrouble = res.status >= 500;
       throw err;
     }
-    return res.arrayBuffer().catch(function () { // the connection dropped partway: as if never reached
-      var err = new Error(UNREACHABLE);
-      err.unreachable = true;
-      throw err;
-    });
+    return res.arrayBuffer().catch(function () { throw unreachable(); }); // the connection dropped partway
   }).then(function (buffer) {
     if (buffer.byteLength !== spec.bytes) throw new Error("the decoder file has " + buffer.byteLength + " bytes, the card says " + spec.bytes);
     // crypto.subtle exists on https and loopback pages only; elsewhere the byte count and the content-named URL stand
