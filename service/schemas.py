@@ -222,7 +222,10 @@ class Prediction(BaseModel):
     reconstruction: Picture = Field(description="the decoder's image from the winning capsule")
     input: Picture = Field(description="the 28x28 image the network saw, after preprocessing")
     model: ModelInfo
-    blank: bool = Field(description="no ink found in the input: nothing was drawn or the paper is empty (then is_digit is false)")
+    blank: bool = Field(
+        description="no ink found in the input: nothing was drawn, the paper is empty, or nothing in it stands out from its "
+        "ground as strokes (grey noise, a bare texture); then is_digit is false"
+    )
     is_digit: bool = Field(
         description="the capsules take the input for a digit: their lengths, how well the winner redraws it and the "
         "winner's pose, read together (the rule, and how often it is right on letters, blank paper and real digits, are "

@@ -330,7 +330,8 @@ import { createRoutingInspector } from "./routing.js";
     var p = data.prediction, digit = isDigit(data), len = data.lengths[p];
     showVerdict(data);
     if (data.blank) {
-      setStatus("The image has no ink: draw a digit, or upload a picture of one.", false);
+      setStatus(fromPicture() ? "Nothing in the picture stands out from its ground as ink: upload a picture of a digit, or draw one."
+        : "The canvas has no ink: draw a digit, or upload a picture of one.", false);
     } else if (!digit) {
       setStatus("Capsule " + p + " is the longest (length " + len.toFixed(2) + ")" +
                 (data.recon_errors ? " and redraws the input with error " + fmtError(data.recon_errors[p]) + "." : "."), false);
@@ -355,13 +356,17 @@ import { createRoutingInspector } from "./routing.js";
     if (req.final) { scheduleFigure(); probeView.reset(); }
   }
 
-  // The big digit, and in words: a digit, nothing drawn, or something no capsule explains.
+  // An uploaded picture is what was read (alone or under strokes): where it holds no ink, "drawn" would be wrong (a photo
+  // of noise or of a bare wall has nothing that stands out as strokes, which is not the same as nothing at all).
+  function fromPicture() { return !!(state.file || state.picture); }
+
+  // The big digit, and in words: a digit, nothing drawn or found, or something no capsule explains.
   function showVerdict(data) {
     var p = data.prediction, digit = isDigit(data);
     els.prediction.textContent = data.blank ? "\u2013" : digit ? String(p) : "?";
     els.prediction.classList.toggle("is-dim", !digit);
     var why = data.why_not_digit && data.why_not_digit.reason;
-    els.verdictMain.textContent = data.blank ? "No digit drawn" : digit ? "It's a " + p
+    els.verdictMain.textContent = data.blank ? (fromPicture() ? "No digit found" : "No digit drawn") : digit ? "It's a " + p
       : "This does not look like a digit" + (why ? ": " + why : "");
     els.drawAnswer.textContent = els.verdictMain.textContent;
     els.verdict.classList.toggle("is-not-digit", !digit && !data.blank);

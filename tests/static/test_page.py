@@ -128,6 +128,16 @@ def blank_png(size: int = 200) -> bytes:
     return buf.getvalue()
 
 
+def noise_png(size: int = 200) -> bytes:
+    """Grey noise, as a photo of a textured surface: nothing in it stands out as strokes."""
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    buf = io.BytesIO()
+    Image.fromarray(np.clip(rng.normal(128, 40, (size, size)), 0, 255).astype(np.uint8)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
 def upload(page: Any, name: str, data: bytes, mime: str = "image/png") -> Any:
     """Choose a file with the Upload button; returns the /predict response it caused."""
     with page.expect_response(lambda r: urlsplit(r.url).path == "/predict") as resp:
@@ -614,18 +624,21 @@ def test_phone_width(browser: Any, base_url: str) -> None:
 
 
 def test_no_digit_drawn(page: Any) -> None:
-    """Nothing drawn, after Clear, and an upload of empty paper: the page says so and shows no digit."""
+    """Nothing drawn, after Clear, and uploads with no ink (empty paper, a photo of grey noise): the page says so, in
+    words that fit a picture, and shows no digit."""
     verdict, prediction = page.get_by_test_id("verdict"), page.get_by_test_id("prediction")
     expect(verdict).to_have_text("No digit drawn")
     assert all(not t["enabled"] and t["src"] is None for t in strip(page))
 
-    body = upload(page, "paper.png", blank_png()).json()
-    assert body["blank"] is True and body["is_digit"] is False
-    expect(prediction).to_have_text("\u2013")  # a dash, dimmed: no digit to shout
-    expect(prediction).to_have_class(re.compile(r"\bis-dim\b"))
-    wait_verdict(page, "No digit drawn")
-    expect(verdict).to_have_text("No digit drawn")
-    expect(verdict).not_to_contain_text("closest")
+    for name, data in (("paper.png", blank_png()), ("noise.png", noise_png())):
+        body = upload(page, name, data).json()
+        assert body["blank"] is True and body["is_digit"] is False, name
+        expect(prediction).to_have_text("\u2013")  # a dash, dimmed: no digit to shout
+        expect(prediction).to_have_class(re.compile(r"\bis-dim\b"))
+        wait_verdict(page, "No digit found")
+        expect(verdict).to_have_text("No digit found")
+        expect(verdict).not_to_contain_text("closest")
+        expect(page.locator("#status")).to_have_text(re.compile(r"^Nothing in the picture stands out from its ground as ink"))
 
     page.get_by_test_id("clear").click()
     draw(page, ONE)
