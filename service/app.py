@@ -86,7 +86,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, loading.on_hangup, state)
     if group is not None:
         state.unloaded = group.unloaded()  # the group's, when this worker replaces one
-        asyncio.get_running_loop().add_signal_handler(UNLOAD_OTHERS, lambda: setattr(state, "unloaded", group.unloaded()))
+        asyncio.get_running_loop().add_signal_handler(UNLOAD_OTHERS, _unload_as_told, state, group)
         refreshing = asyncio.create_task(_refresh_metrics(state))
         group.mark_ready()
     try:
@@ -116,6 +116,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             state.payload_log.close()
         gc.unfreeze()  # what this app built may be collected again (tests start many apps in one process)
         log.info("stopped")
+
+
+def _unload_as_told(state: AppState, group: ProcessGroup) -> None:
+    """An unload through another worker: the group's unloaded models out of service here too, and said done (group.py)."""
+    generation = group.generation()  # read first: the unloaded models were written before it
+    state.unloaded = group.unloaded()
+    group.acknowledge(generation)
 
 
 async def _refresh_metrics(state: AppState) -> None:

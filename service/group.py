@@ -1,11 +1,14 @@
 """What a worker process knows of the others behind the same port (service/processes.py starts them): how many there
-are, and a directory they share, where each marks itself ready and where the models unloaded through the repository
-extension are written for all."""
+are, and a directory they share, where each marks itself ready, where the models unloaded through the repository
+extension are written for all, and where each says it has done what a load or an unload through another asked."""
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import os
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,29 +31,81 @@ class ProcessGroup:
 
     def all_ready(self) -> bool:
         """Every worker is warm: `size` of them marked, each still alive (a killed one cannot take its mark away)."""
-        alive = 0
+        return len(self._ready()) >= self.size
+
+    def _ready(self) -> list[int]:
+        """The pids of the warm workers still alive."""
+        alive = []
         for entry in os.scandir(self.directory / "ready"):
             try:
-                os.kill(int(entry.name), 0)
+                os.kill(pid := int(entry.name), 0)
             except (ProcessLookupError, ValueError):
                 continue
-            alive += 1
-        return alive >= self.size
+            alive.append(pid)
+        return alive
 
-    def others_reload(self, unloaded: frozenset[str]) -> None:
+    def others_reload(self, unloaded: frozenset[str]) -> int:
         """This worker loaded the weights again through the repository extension: the others do too."""
-        self._tell_others(unloaded, RELOAD_OTHERS)
+        return self._tell_others(unloaded, RELOAD_OTHERS)
 
-    def others_unload(self, unloaded: frozenset[str]) -> None:
-        self._tell_others(unloaded, UNLOAD_OTHERS)
+    def others_unload(self, unloaded: frozenset[str]) -> int:
+        return self._tell_others(unloaded, UNLOAD_OTHERS)
 
-    def _tell_others(self, unloaded: frozenset[str], signo: int) -> None:
-        """The models out of service are the group's: written for the others (and for a replacement to start with), then
-        the supervisor passes the word on to everyone but this worker."""
-        tmp = self.directory / f"unloaded.{os.getpid()}"
-        tmp.write_text("\n".join(sorted(unloaded)))
-        tmp.replace(self.directory / "unloaded")
+    def _tell_others(self, unloaded: frozenset[str], signo: int) -> int:
+        """The models out of service are the group's: written for the others (and for a replacement to start with), a
+        new generation of the group's models numbered, then the supervisor passes the word on to everyone but this
+        worker. Returns the generation, which each of the others acknowledges once it has done as told (`acknowledge`)."""
+        self._write("unloaded", "\n".join(sorted(unloaded)))
+        with open(self.directory / "generation.lock", "a") as lock:  # two loads through two workers at once: two numbers
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            generation = self.generation() + 1
+            self._write("generation", str(generation))
         os.kill(self.supervisor, signo)
+        return generation
+
+    def generation(self) -> int:
+        """The newest load or unload told to the group: a worker that reads it before doing as told has done at least that."""
+        try:
+            return int((self.directory / "generation").read_text())
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def acknowledge(self, generation: int, failure: str = "") -> None:
+        """This worker has done what generation `generation` asked (loaded again, or taken the unloaded models out), or
+        says why it could not."""
+        (self.directory / "acks").mkdir(exist_ok=True)
+        self._write(f"acks/{os.getpid()}", f"{generation}\n{failure}")
+
+    async def others_done(self, generation: int, timeout_s: float) -> dict[int, str]:
+        """Wait until every other warm worker has acknowledged `generation`: a load's or an unload's answer then holds for
+        the whole group, whichever worker a client's next request reaches. Returns the failures by pid (empty when all
+        did as told), and a line for each still silent after `timeout_s`. A worker that dies meanwhile is not waited for:
+        its replacement starts with the group's weights and unloaded models."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            pending, failures = [], {}
+            for pid in self._ready():
+                if pid == os.getpid():
+                    continue
+                try:
+                    done, failure = (self.directory / "acks" / str(pid)).read_text().split("\n", 1)
+                except (FileNotFoundError, ValueError):
+                    done, failure = "0", ""
+                if int(done or 0) < generation:
+                    pending.append(pid)
+                elif failure:
+                    failures[pid] = failure
+            if not pending:
+                return failures
+            if time.monotonic() >= deadline:
+                return {**failures, **{pid: f"not done within {timeout_s:.0f} s" for pid in pending}}
+            await asyncio.sleep(0.05)
+
+    def _write(self, name: str, text: str) -> None:
+        """Whole or not at all, for readers in other processes."""
+        tmp = self.directory / f"{name}.{os.getpid()}.tmp"
+        tmp.write_text(text)
+        tmp.replace(self.directory / name)
 
     def unloaded(self) -> frozenset[str]:
         try:

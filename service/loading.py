@@ -128,9 +128,15 @@ def on_hangup(state: AppState) -> None:
     """SIGHUP: reload in the background, logged either way (a signal has no one to answer)."""
 
     async def go() -> None:
-        with suppress(LoadFailed):  # logged by reload
+        # a load through another worker is passed on as SIGHUP: read which before loading, say when done (group.py)
+        generation = state.group.generation() if state.group is not None else 0
+        failure = ""
+        try:
             await reload(state)
-            if state.group is not None:  # a load through another worker may also have served an unloaded model again
-                state.unloaded = state.group.unloaded()
+        except LoadFailed as e:  # logged by reload
+            failure = str(e)
+        if state.group is not None:  # a load through another worker may also have served an unloaded model again
+            state.unloaded = state.group.unloaded()
+            state.group.acknowledge(generation, failure)
 
     _in_background(state, go())

@@ -208,7 +208,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         self, request: pb.RepositoryModelUnloadRequest, context: grpc.aio.ServicerContext
     ) -> pb.RepositoryModelUnloadResponse:
         async def unload() -> pb.RepositoryModelUnloadResponse:
-            registry.unload(self.state, request.model_name)
+            await registry.unload(self.state, request.model_name)
             return pb.RepositoryModelUnloadResponse()
 
         return await self._answer("RepositoryModelUnload", context, unload)

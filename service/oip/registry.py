@@ -164,6 +164,7 @@ async def load(state: AppState, name: str, overrides: list[str]) -> None:
         raise OIPError(400, f"load overrides are not supported: {sorted(overrides)}; put the files in the weights directory")
     if not state.ready:
         raise OIPError(503, "the models are loading; retry shortly", {"Retry-After": "1"})
+    start = time.monotonic()
     try:
         await loading.reload(state)
     except loading.LoadFailed as e:
@@ -171,17 +172,36 @@ async def load(state: AppState, name: str, overrides: list[str]) -> None:
     if name not in served(state):
         raise OIPError(400, f"failed to load '{name}': the model card has no multimnist entry")
     state.unloaded -= {name}
-    if state.group is not None:  # the other worker processes load too (service/processes.py)
-        state.group.others_reload(state.unloaded)
+    if state.group is not None:  # the other worker processes load too (service/processes.py), and the answer waits for them
+        generation = state.group.others_reload(state.unloaded)
+        # they do the same work on the same cores as this one did, beside their own requests
+        _group_failed(f"load '{name}'", await state.group.others_done(generation, OTHERS_LOAD_S + 3 * (time.monotonic() - start)))
 
 
-def unload(state: AppState, name: str) -> None:
+async def unload(state: AppState, name: str) -> None:
     """Take `name` out of service until it is loaded again: its inference, metadata and readiness answer as Triton's do
     for a model with no available version; /predict and the page's routes answer 503 while `capsnet` is out."""
     known(name, "")
     state.unloaded |= {name}
     if state.group is not None:
-        state.group.others_unload(state.unloaded)
+        _group_failed(f"unload '{name}'", await state.group.others_done(state.group.others_unload(state.unloaded), OTHERS_UNLOAD_S))
+
+
+OTHERS_LOAD_S = 10.0  # beyond three times this worker's own load, what a load waits for the other workers to load too
+OTHERS_UNLOAD_S = 10.0  # what an unload waits for the others: a signal handled on each one's event loop
+
+
+def _group_failed(what: str, failures: dict[int, str]) -> None:
+    """A load or an unload that this worker did and some others did not: said as Triton says a failed load (400), or as
+    a wait (503) where the others are still at it. The group then serves versions that differ until a load succeeds."""
+    if not failures:
+        return
+    detail = "; ".join(f"worker {pid}: {why}" for pid, why in sorted(failures.items()))
+    if all(why.startswith("not done within") for why in failures.values()):
+        raise OIPError(
+            503, f"{what}: done by this worker, not yet by every other ({detail}); load again to wait for them", {"Retry-After": "1"}
+        )
+    raise OIPError(400, f"failed to {what} on every worker process: {detail}")
 
 
 # ---- running a model ----

@@ -188,7 +188,7 @@ async def repository_load(request: Request, model_name: ModelName, state: Servin
     "/v2/repository/models/{model_name}/unload", responses=NOT_FOUND, summary="Take a model out of service until it is loaded again"
 )
 async def repository_unload(model_name: ModelName, state: ServingDep) -> Response:
-    registry.unload(state, model_name)
+    await registry.unload(state, model_name)
     return Response(status_code=200)
 
 

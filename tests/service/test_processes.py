@@ -146,21 +146,23 @@ def test_the_group_serves_grpc_from_every_worker(group):
 
 
 def test_a_load_or_an_unload_through_one_worker_reaches_them_all(group):
-    """The repository extension's load lands on one worker; every answer after it, from either worker, names the new
-    version. An unload likewise takes the model out of every worker until a load brings it back."""
+    """The repository extension's load lands on one worker and is answered once every worker has done it: from the
+    answer on, every request, whichever worker it reaches, is served by the new version. An unload likewise takes the
+    model out of every worker before it is answered, and a load brings it back on all."""
     server, weights, _ = group
+
+    def answers(n: int = 16) -> list[httpx.Response]:
+        """On fresh connections, spread by the kernel over both workers."""
+        return [predict(server.url, PNGS[0]) for _ in range(n)]
+
     after = new_version(weights, "group")
     r = httpx.post(server.url + "/v2/repository/models/capsnet/load", timeout=120)
     assert r.status_code == 200, r.text
-
-    def versions() -> set[str]:
-        return {predict(server.url, PNGS[0]).json()["model"]["version"] for _ in range(12)}
-
-    wait_for(lambda: versions() == {after}, what="new version on every worker")
+    assert {a.json()["model"]["version"] for a in answers()} == {after}
     assert httpx.post(server.url + "/v2/repository/models/capsnet/unload").status_code == 200
-    wait_for(lambda: {predict(server.url, PNGS[0]).status_code for _ in range(12)} == {503}, what="unload on every worker")
+    assert {a.status_code for a in answers()} == {503}
     assert httpx.post(server.url + "/v2/repository/models/capsnet/load", timeout=120).status_code == 200
-    wait_for(lambda: {predict(server.url, PNGS[0]).status_code for _ in range(12)} == {200}, what="load on every worker")
+    assert {a.status_code for a in answers()} == {200}
 
 
 def test_a_killed_worker_is_replaced_while_clients_are_answered(tmp_path):
