@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from service.errors import EngineUnavailable, InferenceFailed, Overloaded
+from service.errors import EngineUnavailable, InferenceFailed, Overloaded, TooLarge
 from service.metrics import progress
 from service.threads import name_os_thread
 
@@ -106,6 +106,10 @@ class Batcher:
         `fetch`: graph outputs beyond the base ones (service.engine.outputs.EXTRA_OUTPUTS), none unless asked; a batch fetches what any of
         its requests asked for, so a request may get more rows than it asked for, never fewer."""
         n = len(images)
+        if n > self.max_queue:  # it would never fit, however long it waited: not a 503 to retry
+            raise TooLarge(
+                f"{n} images in one request, more than the model's queue holds ({self.max_queue}, CAPSNET_MAX_QUEUE): send fewer at once"
+            )
         fut = asyncio.get_running_loop().create_future()
         job = _Job(images, fut, explain, frozenset(fetch))
         with self._cond:

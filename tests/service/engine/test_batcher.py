@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from service.engine.batcher import Batcher, InferenceFailed, Overloaded
+from service.errors import TooLarge
 
 
 def fake_model(calls: list[int], gate: threading.Event | None = None):
@@ -104,6 +105,20 @@ def test_full_queue_is_refused_at_once():
             await b.submit(images(4), 5)
         gate.set()
         await asyncio.gather(first, *queued)
+        await b.stop()
+
+    asyncio.run(main())
+
+
+def test_a_request_larger_than_the_queue_is_too_large_not_overload():
+    """Overload says "retry"; a request more images than the queue holds would never fit, so it says how many fit."""
+
+    async def main():
+        b = Batcher(fake_model([]), max_batch=4, max_wait_s=0, max_queue=8)
+        b.start()
+        with pytest.raises(TooLarge, match=r"^9 images in one request, more than the model's queue holds \(8, CAPSNET_MAX_QUEUE\)"):
+            await b.submit(images(*range(9)), 5)
+        assert (await b.submit(images(*range(8)), 5)).out["id"].tolist() == list(range(8))
         await b.stop()
 
     asyncio.run(main())
