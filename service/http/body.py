@@ -82,7 +82,8 @@ class ReadRequest(Request):
 
 
 async def read_body(request: Request, path: str, accepted: frozenset[str]) -> Body:
-    """Media type (415), declared and actual size (413), arrival in time (408), then for JSON its syntax (400 `bad_json`)."""
+    """Media type and encoding (415), declared and actual size (413), arrival in time (408), then for JSON its syntax
+    (400 `bad_json`)."""
     state = request.app.state.capsnet
     settings = state.settings
     content_type = request.headers.get("content-type", "")
@@ -91,6 +92,9 @@ async def read_body(request: Request, path: str, accepted: frozenset[str]) -> Bo
     if not (media in accepted or (is_json and JSON in accepted)):
         sent = media or "a body without a Content-Type header"
         raise UnsupportedMediaType(f"{path} takes {' or '.join(sorted(accepted))}, not {sent}", _CLOSE)
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding != "identity":  # else a gzipped body would be read as it is, and refused as JSON that is not UTF-8
+        raise UnsupportedMediaType(f"{path} takes bodies as they are, not with Content-Encoding {encoding[:40]}", _CLOSE)
     data = await read_limited(request, settings)
     if not is_json:
         return Body(media, content_type, data)
@@ -161,6 +165,10 @@ def parse_json(data: bytes, max_values: int) -> Any:
     except orjson.JSONDecodeError as e:  # also nesting past MAX_JSON_DEPTH, and text that is not UTF-8
         # the usual cause: base64 wrapped at 76 columns (`base64` without -w0) pasted into a JSON string
         hint = (
-            " (a line break inside a string? JSON strings hold none: `base64 -w0` writes one line)" if "control character" in str(e) else ""
+            " (a line break inside a string? JSON strings hold none: `base64 -w0` writes one line)"
+            if "control character" in str(e)
+            else " (JSON is UTF-8 text: a body in another encoding, or compressed, is not JSON)"
+            if "UTF-8" in str(e)
+            else ""
         )
         raise BadJSON(f"request body is not valid JSON: {e}{hint}") from None

@@ -323,6 +323,14 @@ def test_error_messages_are_in_the_clients_terms(client):
     wrapped = "\n".join(b64(GOOD_PNG)[i : i + 76] for i in range(0, len(b64(GOOD_PNG)), 76))
     said = detail(client.post("/predict", content=f'{{"image": "{wrapped}"}}', headers={"content-type": "application/json"}), 400)
     assert "base64 -w0" in said, said
+    # a compressed body (the Open Inference Protocol's routes take gzip; these do not) is refused as compressed, not
+    # read as JSON that is not UTF-8
+    pixels = b'{"pixels": ' + str([[0.0] * 28] * 28).encode() + b"}"
+    gzipped = zlib.compress(pixels, wbits=31)
+    said = detail(client.post("/predict", content=gzipped, headers={"content-type": "application/json", "content-encoding": "gzip"}), 415)
+    assert said == "/predict takes bodies as they are, not with Content-Encoding gzip", said
+    said = detail(client.post("/predict", content=pixels.decode().encode("utf-16"), headers={"content-type": "application/json"}), 400)
+    assert "JSON is UTF-8 text" in said, said
 
 
 @pytest.mark.parametrize(
