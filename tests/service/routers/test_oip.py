@@ -317,12 +317,18 @@ def test_loading_is_503_and_an_unknown_model_still_404():
     assert c.get("/v2/models/resnet").status_code == 404
 
 
-def test_a_full_queue_is_503_with_retry_after():
+def test_a_batch_larger_than_the_queue_is_an_invalid_argument_not_a_retry():
+    """A full queue is a 503 to retry (tests/service/test_faults.py); a batch that could never fit says how many would."""
+
+    def infer(c: TestClient, n: int):
+        body = {"inputs": [{"name": "image", "shape": [n, 1, 28, 28], "datatype": "FP32", "data": [0.0] * (n * 784)}]}
+        return c.post("/v2/models/capsnet/infer", json=body)
+
     with TestClient(create_app(Settings(max_queue=1, intra_op_threads=1, warmup_runs=0))) as c:
-        images = np.zeros((2, 1, 28, 28), np.float32)
-        body = {"inputs": [{"name": "image", "shape": [2, 1, 28, 28], "datatype": "FP32", "data": images.ravel().tolist()}]}
-        r = c.post("/v2/models/capsnet/infer", json=body)
-    assert r.status_code == 503 and "queue full" in r.json()["error"] and r.headers["retry-after"] == "1"
+        r = infer(c, 2)
+        assert r.status_code == 400 and "retry-after" not in r.headers
+        assert r.json()["error"].startswith("2 images in one request, more than the model's queue holds (1, CAPSNET_MAX_QUEUE)")
+        assert infer(c, 1).status_code == 200
 
 
 # ---- statistics ----
