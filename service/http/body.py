@@ -21,16 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+import types
+import typing
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from fastapi import Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect
 
-from service.errors import BadJSON, ClientError, RequestTimeout, TooLarge, UnsupportedMediaType
+from service.errors import BadJSON, ClientError, Invalid, RequestTimeout, TooLarge, UnsupportedMediaType
 from service.metrics import progress
 from service.settings import Settings
 from service.threads import off_loop
@@ -60,11 +63,44 @@ class BodyRoute(APIRoute):
         accepted = frozenset(documented or ([JSON] if self.body_field is not None else []))
         if not accepted:
             return handle
+        taken = query_parameters(self.dependant)
 
         async def checked(request: Request) -> Response:
+            if request.scope["query_string"]:
+                check_query(request, self.path, taken)
             return await handle(ReadRequest(request, await read_body(request, self.path, accepted)))
 
         return checked
+
+
+def query_parameters(dependant: Dependant) -> dict[str, bool]:
+    """The query parameters a route takes, its own and its dependencies', each with whether it takes a list."""
+    taken, todo = {}, [dependant]
+    while todo:
+        d = todo.pop()
+        taken.update({p.alias: _is_list(p.field_info.annotation) for p in d.query_params})
+        todo.extend(d.dependencies)
+    return taken
+
+
+def _is_list(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_list(a) for a in typing.get_args(annotation))
+    return origin in (list, tuple, set, frozenset)
+
+
+def check_query(request: Request, path: str, taken: dict[str, bool]) -> None:
+    """A query parameter the route does not take (a misspelt `?inlcude=`), or one of a single value given twice, is a 422
+    as an unknown body field is: read past, it would answer something other than what was asked, and look right."""
+    seen: set[str] = set()
+    for name, _ in request.query_params.multi_items():
+        if name not in taken:
+            offered = ", ".join(sorted(taken)) or "none"
+            raise Invalid(f"{path} takes no query parameter {name[:40]!r} (it takes: {offered})")
+        if name in seen and not taken[name]:
+            raise Invalid(f"query parameter {name!r} given more than once: it takes one value")
+        seen.add(name)
 
 
 class ReadRequest(Request):

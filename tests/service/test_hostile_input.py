@@ -202,6 +202,10 @@ CASES = [
         "bad_json",  # not JSON (RFC 8259): the parser refuses it
     ),
     ("include-unknown", "post", "/predict?include=weights", {"json": {"pixels": [[0.0] * 28] * 28}}, 422, "invalid"),
+    # a query parameter a route does not take, misspelt or not, and a single-valued one twice: refused, not read past
+    ("query-misspelt", "post", "/predict?inlcude=routing", {"json": {"pixels": [[0.0] * 28] * 28}}, 422, "invalid"),
+    ("query-unknown", "post", "/perturb?include=pixels", {"json": {"digit": 1, "pose": POSE}}, 422, "invalid"),
+    ("query-model-twice", "post", "/predict?model=multimnist&model=capsnet", {"json": {"pixels": [[0.0] * 28] * 28}}, 422, "invalid"),
     ("traversal", "get", "/static/../weights/model-card.json", {}, 404, "not_found"),
     ("traversal-encoded", "get", "/static/%2e%2e/weights/capsnet.onnx", {}, 404, "not_found"),
     ("traversal-double-encoded", "get", "/static/..%252fservice%252fapp.py", {}, 404, "not_found"),
@@ -312,6 +316,8 @@ def test_error_messages_are_in_the_clients_terms(client):
 
     said = detail(client.post("/predict", content=b"abc"), 415)
     assert said.endswith("not a body without a Content-Type header"), said
+    said = detail(client.post("/predict?inlcude=routing", json={"pixels": [[0.0] * 28] * 28}), 422)
+    assert said == "/predict takes no query parameter 'inlcude' (it takes: include, model, routing_type)", said
     assert detail(client.post("/predict", json=[1, 2, 3]), 422) == "the body should be a JSON object"
     assert detail(client.post("/reconstruct", json=[1, 2]), 422) == "the body should be a JSON object"
     said = detail(client.post("/predict", json={"image": b64(GOOD_PNG), "pixels": [[0] * 28] * 28}), 422)
