@@ -446,3 +446,11 @@ def test_the_search_in_a_photo_keeps_a_second_digit_only_for_two_digits(mnist_te
     half = paper.shape[1] // 2
     assert (ink_one[:, :half].sum() > 0) != (ink_one[:, half:].sum() > 0)
     assert ink_two[:, :half].sum() > 0 and ink_two[:, half:].sum() > 0
+
+
+@pytest.mark.parametrize("margin", [0, 3], ids=["cropped-tight", "with-margin"])
+def test_a_strokes_width_is_its_width_however_tightly_cropped(margin: int) -> None:
+    """A bar 20 px wide and 109 tall, as a 1 drawn with the page's pen is once cropped: about 20 px wide either way."""
+    bar = np.zeros((109 + 2 * margin, 20 + 2 * margin), np.uint8)
+    bar[margin : margin + 109, margin : margin + 20] = 1
+    assert 15 <= stroke_width(bar) <= 20

@@ -6,6 +6,7 @@ network (reading the digits right) runs on the committed one only."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import shutil
@@ -428,3 +429,24 @@ def test_no_more_two_digit_calls_run_at_once_than_the_limit_whatever_the_route(c
         engine.run, engine.reconstruct = run, reconstruct
     assert statuses == [200] * len(asks)
     assert most == MAX_AT_ONCE, f"{most} two-digit calls ran at once, the limit is {MAX_AT_ONCE}"
+
+
+@pytest.mark.parametrize("one_first", [True, False], ids=["1-above-7", "7-above-1"])
+def test_a_1_drawn_with_the_pages_pen_above_or_below_a_7_is_read(client, one_first: bool) -> None:
+    """On the page's canvas a 1 is a bar as wide as the pen: cropped tight, its width was measured as if its sides were
+    no edge (59 px for a bar 20 px wide), so it was worn down to a slab and the pair read as 7 and 8."""
+    from model.pen_strokes import PAGE_SIDE, PEN, render
+
+    one = [[(0.48, 0.08), (0.48, 0.42)]]
+    seven = [[(0.40, 0.62), (0.72, 0.62), (0.52, 0.96)]]
+    if not one_first:
+        one, seven = [[(x, y + 0.54) for x, y in s] for s in one], [[(x, y - 0.54) for x, y in s] for s in seven]
+    alpha = render(one + seven, PAGE_SIDE, PEN)
+    rgba = np.zeros((PAGE_SIDE, PAGE_SIDE, 4), np.uint8)
+    rgba[..., 3] = (alpha * 255 + 0.5).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(rgba).save(buf, "PNG")
+    body = {"image": base64.b64encode(buf.getvalue()).decode(), "source": "canvas"}
+    r = client.post("/predict?model=multimnist", json=body)
+    assert r.status_code == 200, r.text
+    assert sorted(r.json()["predictions"]) == [1, 7], r.json()["predictions"]
