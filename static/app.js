@@ -326,13 +326,17 @@ import { createRoutingInspector } from "./routing.js";
   function fmtError(e) { return e < 9.995 ? e.toFixed(2) : e.toFixed(0); }
 
   function showPrediction(data, req) {
-    state.result = data;
-    var p = data.prediction, digit = isDigit(data), len = data.lengths[p];
     showVerdict(data);
     if (data.blank) {
+      emptyViews();
+      setImage(els.inputPreview, data.input.png);
       setStatus(fromPicture() ? "Nothing in the picture stands out from its ground as ink: upload a picture of a digit, or draw one."
         : "The canvas has no ink: draw a digit, or upload a picture of one.", false);
-    } else if (!digit) {
+      return;
+    }
+    state.result = data;
+    var p = data.prediction, digit = isDigit(data), len = data.lengths[p];
+    if (!digit) {
       setStatus("Capsule " + p + " is the longest (length " + len.toFixed(2) + ")" +
                 (data.recon_errors ? " and redraws the input with error " + fmtError(data.recon_errors[p]) + "." : "."), false);
     } else {
@@ -366,7 +370,7 @@ import { createRoutingInspector } from "./routing.js";
     els.prediction.textContent = data.blank ? "\u2013" : digit ? String(p) : "?";
     els.prediction.classList.toggle("is-dim", !digit);
     var why = data.why_not_digit && data.why_not_digit.reason;
-    els.verdictMain.textContent = data.blank ? (fromPicture() ? "No digit found" : "No digit drawn") : digit ? "It's a " + p
+    els.verdictMain.textContent = data.blank ? (fromPicture() ? "No digit found" : "No digit drawn") : digit ? "It's " + (p === 8 ? "an " : "a ") + p
       : "This does not look like a digit" + (why ? ": " + why : "");
     els.drawAnswer.textContent = els.verdictMain.textContent;
     els.verdict.classList.toggle("is-not-digit", !digit && !data.blank);
@@ -447,14 +451,8 @@ import { createRoutingInspector } from "./routing.js";
   // Back to "nothing to show": no answer, no bars, no pictures. `verdict` says why (default: nothing drawn).
   function clearResult(verdict) {
     predictChannel.invalidate();
-    reconstructChannel.invalidate();
-    perturbChannel.invalidate();
     if (liveTimer) { clearTimeout(liveTimer); liveTimer = null; }
-    if (figureTimer) { clearTimeout(figureTimer); figureTimer = null; }
-    figureJob++;
-    state.result = null;
     state.lastBody = null;
-    state.selected = null;
     state.manualSelect = false;
     els.prediction.textContent = "";
     els.prediction.classList.remove("is-dim");
@@ -465,10 +463,22 @@ import { createRoutingInspector } from "./routing.js";
     els.closestText.textContent = "";
     setImage(els.closestImage, null);
     setStatus("Draw a digit to start.", false);
+    setImage(els.inputPreview, null);
+    emptyViews();
+  }
+
+  // Every view of a result (bars, redrawings, sliders, Figure 4, routing, the probe) as before any: after Clear, and for
+  // an answer that found no ink, whose capsules describe empty paper and read as no digit.
+  function emptyViews() {
+    reconstructChannel.invalidate(); // an earlier result's redrawings still on their way are not shown over the empty views
+    perturbChannel.invalidate();
+    if (figureTimer) { clearTimeout(figureTimer); figureTimer = null; }
+    figureJob++;
+    state.result = null;
+    state.selected = null;
     for (var k = 0; k < bars.length; k++) setBar(k, 0, false);
     for (var o = 0; o < els.select.options.length; o++) els.select.options[o].textContent = els.select.options[o].value;
     els.select.value = "0";
-    setImage(els.inputPreview, null);
     setImage(els.reconstruction, null);
     setImage(els.perturbGrid, null);
     els.reconDigit.textContent = "\u2013";

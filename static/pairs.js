@@ -314,7 +314,7 @@ export function createPairs(opts) {
     if (data.not_digits) return "No digits: the capsules read none in this (a letter, a scribble?); draw two digits";
     var p = data.predictions;
     if (p.length === 2) return "Two digits: " + p[0] + " and " + p[1];
-    return "One digit: " + p[0] + " (the capsules read no second digit; draw another digit over it or beside it)";
+    return "One digit: " + p[0] + " (the capsules read no second digit; draw a different digit over it or beside it)";
   }
 
   /* ---- which ink each redrawing explains ---- */

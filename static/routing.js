@@ -31,6 +31,7 @@ export function createRoutingInspector(page) {
     scaleLo: $("routing-lo"),
     scaleMark: $("routing-mark"),
     scaleHi: $("routing-hi"),
+    legend: $("routing-legend"),
     legendText: $("routing-legend-text"),
     routingBars: $("routing-lengths")
   };
@@ -189,8 +190,10 @@ export function createRoutingInspector(page) {
     page.askAgain();
   });
 
+  // the legend states the map's colours and range: without the map it would describe nothing on the page
   els.showCoupling.addEventListener("change", function () {
     els.heatmap.classList.toggle("is-hidden", !els.showCoupling.checked);
+    els.legend.hidden = !els.showCoupling.checked;
   });
 
   // the capsule type whose maps the server is asked for: "mean" or 0-31

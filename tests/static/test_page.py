@@ -431,6 +431,13 @@ def test_routing_heatmap_is_drawn(page: Any) -> None:
     )
     assert colours > 4
     assert page.get_by_test_id("routing-heatmap").is_visible()
+    expect(page.get_by_test_id("routing-legend")).to_be_visible()
+    # the map off: its legend with it; on again, both back
+    page.locator("#show-coupling").uncheck()
+    expect(page.get_by_test_id("routing-heatmap")).to_be_hidden()
+    expect(page.get_by_test_id("routing-legend")).to_be_hidden()
+    page.locator("#show-coupling").check()
+    expect(page.get_by_test_id("routing-legend")).to_be_visible()
 
 
 def test_upload_and_drop(page: Any) -> None:
@@ -588,6 +595,13 @@ def test_phone_width(browser: Any, base_url: str) -> None:
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 361
         box = canvas_box(page)
         assert box["width"] >= 250, "the drawing canvas is too small on a phone"
+        # every section's title starts beside its step number, long ones wrapping there, not on a line below it
+        beside = page.evaluate(
+            """() => Array.from(document.querySelectorAll('h2')).map(h => {
+                   const n = h.querySelector('.step').getBoundingClientRect(), t = h.querySelector('.h-title').getClientRects()[0];
+                   return [h.id, t.left >= n.right && t.top < n.bottom]; })"""
+        )
+        assert len(beside) == 7 and all(ok for _, ok in beside), beside
         for testid in [
             "clear",
             "undo",
@@ -639,6 +653,12 @@ def test_no_digit_drawn(page: Any) -> None:
         expect(verdict).to_have_text("No digit found")
         expect(verdict).not_to_contain_text("closest")
         expect(page.locator("#status")).to_have_text(re.compile(r"^Nothing in the picture stands out from its ground as ink"))
+        # nothing else speaks of a digit: the capsules of empty paper are no reading of one
+        for k in range(10):
+            expect(page.get_by_test_id(f"length-bar-{k}")).to_have_attribute("aria-valuenow", "0.000")
+        expect(page.get_by_test_id("reconstruction")).to_have_class(re.compile(r"\bis-empty\b"))
+        expect(page.get_by_test_id("pose-slider-0")).to_be_disabled()
+        expect(page.get_by_test_id("pose-base-0")).to_contain_text("\u2013")
 
     page.get_by_test_id("clear").click()
     draw(page, ONE)
@@ -647,6 +667,22 @@ def test_no_digit_drawn(page: Any) -> None:
     page.get_by_test_id("clear").click()
     expect(verdict).to_have_text("No digit drawn")
     expect(prediction).to_have_text("")
+
+
+def test_an_eight_is_an_eight(page: Any) -> None:
+    """The verdict reads as English: "It's an 8", not "It's a 8"."""
+    from model.data import load_mnist
+    from tests.needs import need_mnist
+
+    images, labels = load_mnist(need_mnist(), "test")
+    eight = images[int(np.flatnonzero(labels == 8)[0])]
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(255 - eight).save(buf, format="PNG")
+    assert upload(page, "eight.png", buf.getvalue()).json()["prediction"] == 8
+    wait_verdict(page, "It's an 8")
+    expect(page.get_by_test_id("draw-answer")).to_have_text("It's an 8")
 
 
 @pytest.mark.parametrize("digit, strokes", [(1, ONE), (0, ZERO)], ids=["one", "zero"])
