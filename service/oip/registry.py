@@ -199,7 +199,7 @@ def _group_failed(what: str, failures: dict[int, str]) -> None:
     detail = "; ".join(f"worker {pid}: {why}" for pid, why in sorted(failures.items()))
     if all(why.startswith("not done within") for why in failures.values()):
         raise OIPError(
-            503, f"{what}: done by this worker, not yet by every other ({detail}); load again to wait for them", {"Retry-After": "1"}
+            503, f"{what}: done by this worker, not yet by every other ({detail}); ask again to wait for them", {"Retry-After": "1"}
         )
     raise OIPError(400, f"failed to {what} on every worker process: {detail}")
 
