@@ -1099,6 +1099,10 @@ def test_two_digits_drawn_in_two_colours_are_pulled_apart(session: tuple[Any, Wa
     expect(page.get_by_test_id("pair-ink-2")).to_have_attribute("aria-pressed", "true")
     draw(page, [[(x * 0.8 + 0.15, y * 0.8 + 0.1) for x, y in stroke] for stroke in ZERO], steps=2, canvas=PAIR)
     page.wait_for_function(f"() => document.querySelector('[data-testid=\"pair-input\"]').getAttribute('src') !== {seen!r}")
+    # the drawing's last answer in: each answer starts its sliders from zero, so one still on its way when the slider
+    # below is moved would take it back (on a busy machine the live answers lag the pen)
+    expect(page.get_by_test_id("pair-verdict")).to_have_attribute("aria-busy", "false", timeout=WAIT_MS)
+    page.wait_for_load_state("networkidle")
     if committed_pairs():  # the trained network sees two digits (an untrained stand-in may not)
         expect(page.get_by_test_id("pair-verdict")).to_contain_text("Two digits")
     colours = overlay_colours(page)
