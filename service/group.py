@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RELOAD_OTHERS, UNLOAD_OTHERS = signal.SIGUSR1, signal.SIGUSR2  # from a worker to the supervisor: everyone else, do as I did
+SILENT = "not done within"  # how others_done words a worker that has not acknowledged in time, apart from one that failed
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class ProcessGroup:
             if not pending:
                 return failures
             if time.monotonic() >= deadline:
-                return {**failures, **{pid: f"not done within {timeout_s:.0f} s" for pid in pending}}
+                return {**failures, **{pid: f"{SILENT} {timeout_s:.0f} s" for pid in pending}}
             await asyncio.sleep(0.05)
 
     def _write(self, name: str, text: str) -> None:

@@ -92,7 +92,6 @@ CapsuleDecoder.prototype.load = function () {
     }
     self.scratch = self.layers.map(function (l) { return new Float32Array(l.out); });
     self.nonzero = self.layers.map(function (l) { return new Int32Array(l.in); });
-    self.failure = null; // an earlier try's, if this was a retry
     return self;
   });
   this.loading.catch(function (err) {

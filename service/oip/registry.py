@@ -24,6 +24,7 @@ from service.engine.stats import Phases
 from service.engine.two_digit import DECODER_NAME as PAIR_DECODER
 from service.engine.two_digit import NAME as PAIRS
 from service.errors import ClientError, classify
+from service.group import SILENT
 from service.oip.codec import InferRequest, ModelSpec, OIPError, bad
 from service.oip.triton_config import PLATFORM, Serving, build_config
 from service.phases import run_phases
@@ -197,7 +198,7 @@ def _group_failed(what: str, failures: dict[int, str]) -> None:
     if not failures:
         return
     detail = "; ".join(f"worker {pid}: {why}" for pid, why in sorted(failures.items()))
-    if all(why.startswith("not done within") for why in failures.values()):
+    if all(why.startswith(SILENT) for why in failures.values()):
         raise OIPError(
             503, f"{what}: done by this worker, not yet by every other ({detail}); ask again to wait for them", {"Retry-After": "1"}
         )
