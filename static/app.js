@@ -17,6 +17,7 @@ import { setUpKeyForm, withKey } from "./key.js";
 import { createPairs } from "./pairs.js";
 import { createProbe } from "./probe.js";
 import { pictureExport, pictureRect } from "./picture.js";
+import { readUpload, uploadLimits } from "./upload.js";
 import { createRoutingInspector } from "./routing.js";
 
 (function () {
@@ -46,6 +47,7 @@ import { createRoutingInspector } from "./routing.js";
     clear: $("clear"),
     undo: $("undo"),
     upload: $("upload"),
+    uploadNote: $("upload-note"),
     prediction: $("prediction"),
     verdict: $("verdict"),
     verdictMain: $("verdict-main"),
@@ -293,6 +295,7 @@ import { createRoutingInspector } from "./routing.js";
     if (final && liveTimer) { clearTimeout(liveTimer); liveTimer = null; }
     predictChannel.ask(function () {
       if (isEmpty()) return null;
+      if (state.file && !state.picture) return null; // strokes over an upload still decoding: sent once it is
       // A drawing alone goes as the canvas it is (ink as alpha: no search for the digit); strokes over a picture go
       // as a photo.
       state.lastBody = state.picture ? { image: exportPng() } : { image: exportPng(), source: "canvas" };
@@ -640,6 +643,7 @@ import { createRoutingInspector } from "./routing.js";
     state.picture = null;
     state.file = null;
     els.upload.value = "";
+    setUploadNote("");
     redraw();
     clearResult();
   });
@@ -661,6 +665,14 @@ import { createRoutingInspector } from "./routing.js";
     }
   });
 
+  var LIMITS = uploadLimits(app);
+
+  // Why what was sent is not the file as chosen (a photo over the service's limits, shrunk here), until Clear or another file.
+  function setUploadNote(text) {
+    els.uploadNote.textContent = text;
+    els.uploadNote.hidden = !text;
+  }
+
   function useFile(file) {
     if (!file) return;
     // The file replaces the drawing (and any earlier upload), even if it turns out not to be an image.
@@ -669,6 +681,7 @@ import { createRoutingInspector } from "./routing.js";
     state.picture = null;
     state.file = null;
     state.manualSelect = false;
+    setUploadNote("");
     if (file.type && !/^image\//.test(file.type)) {
       redraw();
       clearResult("No result");
@@ -676,22 +689,23 @@ import { createRoutingInspector } from "./routing.js";
       return;
     }
     state.file = file;
-    var url = URL.createObjectURL(file);
-    var img = new Image();
-    img.onload = function () {
-      URL.revokeObjectURL(url);
-      if (state.file !== file) return; // Clear, or another file, while this one decoded
-      state.picture = img;
-      redraw();
-    };
-    img.onerror = function () {
-      // not a picture this browser can show: the server says what it makes of the file, and Undo has nothing to resend
-      URL.revokeObjectURL(url);
-      if (state.file === file) state.file = null;
-    };
-    img.src = url;
     redraw();
-    predictFile(file);
+    readUpload(file, LIMITS, function () { return state.file === file; }, function (read) {
+      if (read.error) {
+        state.file = null;
+        redraw();
+        clearResult("No result");
+        setStatus(read.error, true);
+        return;
+      }
+      // not a picture this browser can show: the server says what it makes of the file, and Undo has nothing to resend
+      state.file = read.picture ? read.file : null;
+      state.picture = read.picture;
+      setUploadNote(read.note);
+      redraw();
+      if (state.strokes.length) predictNow(true); // strokes drawn while it decoded go with it
+      else predictFile(read.file);
+    });
   }
 
   els.upload.addEventListener("change", function () { useFile(els.upload.files[0]); });

@@ -17,6 +17,7 @@ import { loadAtlas, nameSlider } from "./dimensions.js";
 import { signed } from "./format.js";
 import { withKey } from "./key.js";
 import { pictureExport, pictureRect } from "./picture.js";
+import { readUpload, uploadLimits } from "./upload.js";
 
 
 var PREDICT = "/predict?model=multimnist&include=pixels"; // pixels: the overlay is drawn from the redrawings' values
@@ -37,7 +38,7 @@ export function createPairs(opts) {
   function $(id) { return document.getElementById(id); }
   var els = {
     canvas: $("pair-canvas"), inks: [$("pair-ink-1"), $("pair-ink-2")], undo: $("pair-undo"), clear: $("pair-clear"), random: $("pair-random"),
-    verdict: $("pair-verdict"), input: $("pair-input"), overlay: $("pair-overlay"), alone: [$("pair-alone-1"), $("pair-alone-2")],
+    verdict: $("pair-verdict"), uploadNote: $("pair-upload-note"), input: $("pair-input"), overlay: $("pair-overlay"), alone: [$("pair-alone-1"), $("pair-alone-2")],
     aloneCaption: [$("pair-alone-1-digit"), $("pair-alone-2-digit")], aloneSwatch: [$("pair-alone-1-swatch"), $("pair-alone-2-swatch")],
     legend: $("pair-legend"), capsule: $("pair-capsule"), reset: $("pair-reset"),
     where: $("pair-decoder-where"), upload: $("pair-upload")
@@ -174,6 +175,8 @@ export function createPairs(opts) {
   function forget() {
     choice++;
     state.strokes = []; state.current = null; state.sample = null; state.picture = null; state.file = null;
+    els.uploadNote.textContent = "";
+    els.uploadNote.hidden = true;
     delete els.verdict.dataset.truth;
     predictChannel.invalidate();
     setInk(0);
@@ -221,25 +224,29 @@ export function createPairs(opts) {
       return;
     }
     state.file = file;
-    var url = URL.createObjectURL(file), img = new Image();
-    img.onload = function () {
-      URL.revokeObjectURL(url);
-      if (state.file !== file) return;
-      state.picture = img;
-      state.darkGround = darkGround(img);
-      redraw();
-      if (state.strokes.length) predict(); // strokes drawn before it was decoded go with it now
-    };
-    img.onerror = function () {
-      // not a picture this browser can show: the server says what it makes of the file; strokes after it are a drawing
-      URL.revokeObjectURL(url);
-      if (state.file !== file) return;
-      state.file = null;
-      if (state.strokes.length) predict();
-    };
-    img.src = url;
     redraw();
-    predict();
+    readUpload(file, uploadLimits(document.getElementById("app")), function () { return state.file === file; }, function (read) {
+      if (read.error) {
+        state.file = null;
+        redraw();
+        els.verdict.textContent = read.error;
+        return;
+      }
+      if (!read.picture) {
+        // not a picture this browser can show: the server says what it makes of the file; strokes after it are a drawing
+        state.file = null;
+        if (state.strokes.length) predict();
+        else predictChannel.ask(function () { return { path: PREDICT, body: fileForm(read.file) }; });
+        return;
+      }
+      state.file = read.file;
+      state.picture = read.picture;
+      state.darkGround = darkGround(read.picture);
+      els.uploadNote.textContent = read.note;
+      els.uploadNote.hidden = !read.note;
+      redraw();
+      predict(); // the file as it is sent, or with the strokes drawn while it decoded
+    });
   }
   // Light ink on a dark ground, or on transparency (a drawing exported from elsewhere): from its pixels at 64x64.
   function darkGround(img) {
@@ -280,6 +287,11 @@ export function createPairs(opts) {
     show(null); // not the previous answer on show as if it were this drawing's
     els.verdict.textContent = "Could not read the digits: " + err.message;
   }, els.verdict);
+  function fileForm(file) {
+    var form = new FormData();
+    form.append("file", file, file.name || "upload");
+    return form;
+  }
   function predict() {
     lastLive = performance.now();
     predictChannel.ask(function () {
@@ -288,11 +300,7 @@ export function createPairs(opts) {
       // a test pair alone goes as its own 36x36 pixels, exactly as the network's test pairs are made; an upload alone as
       // its file, byte for byte
       if (state.sample && !drawn) return { path: PREDICT, body: { pixels: state.sample } };
-      if (state.file && !drawn) {
-        var form = new FormData();
-        form.append("file", state.file, state.file.name || "upload");
-        return { path: PREDICT, body: form };
-      }
+      if (state.file && !drawn) return { path: PREDICT, body: fileForm(state.file) };
       if (state.file && !state.picture) return null; // strokes over a picture not yet decoded: sent once it is
       if (state.picture) { // a photo: searched for the ink
         return { path: PREDICT, body: { image: pictureExport(photoCanvas, state.picture, EXPORT_SIZE, function (pc) { paint(pc, EXPORT_SIZE, false); }) } };

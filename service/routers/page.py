@@ -12,7 +12,7 @@ from service.atlas import Atlas
 from service.deps import ReadyDep
 from service.engine.decoder_files import DecoderFile
 from service.engine.two_digit import NAME
-from service.inputs.preprocess import SIDE_GAP, SIDE_MASS, SIDE_SHIFT, SIDE_SPAN
+from service.inputs.preprocess import SIDE_GAP, SIDE_MASS, SIDE_SHIFT, SIDE_SPAN, WORK_SIDE
 from service.state import AppState
 
 router = APIRouter(tags=["page"])
@@ -50,6 +50,10 @@ async def index(request: Request, state: ReadyDep) -> HTMLResponse:
         "pair_score": state.pair_engine.card.test if state.pair_engine is not None and state.pair_engine.card.test is not None else None,
         # the same test pairs as the service reads them (its pair choice), beside the paper's measure, the two longest
         "pair_read": _pair_read(state),
+        # an upload over these is shrunk in the browser to the longer side the service decodes a photo at (images.decode)
+        "max_image_pixels": state.settings.max_image_pixels,
+        "max_body_bytes": state.settings.max_body_bytes,
+        "upload_side": 2 * WORK_SIDE,
         "needs_key": bool(state.api_keys),  # the page asks for an API key only where the server wants one
         "pair_sample": state.pair_engine is not None and state.test_digits is not None and state.test_digits.available(),
         # where the page's own decoder fetches each network's decoder file (none: the sliders draw on the server)

@@ -794,23 +794,19 @@ def test_a_server_not_reached_is_said_in_plain_words(browser: Any, base_url: str
     assert not watch.foreign()
 
 
-def _huge_png() -> bytes:
-    """A 4100x4100 white PNG: a small file, but more pixels than the service decodes (413)."""
-    from PIL import Image
-
-    buf = io.BytesIO()
-    Image.new("L", (4100, 4100), 255).save(buf, format="PNG", optimize=True)
-    return buf.getvalue()
+# Files this browser cannot show, which go to the service as they are and are refused there: a TIFF (not a format the
+# service takes) and one bigger than its largest body (16 MiB).
+REFUSED = [("notes.tiff", b"II*\x00 not an image", 400), ("scan.tiff", b"II*\x00" + bytes(17 * 1024 * 1024), 413)]
 
 
-@pytest.mark.parametrize("data, status", [(b"not an image", 400), (None, 413)], ids=["undecodable", "too-large"])
-def test_failed_upload_clears_result(session: tuple[Any, Watch], data: bytes | None, status: int) -> None:
+@pytest.mark.parametrize("name, data, status", REFUSED, ids=["undecodable", "too-large"])
+def test_failed_upload_clears_result(session: tuple[Any, Watch], name: str, data: bytes, status: int) -> None:
     page, watch = session
     draw(page, ONE)
     wait_predicted(page, 1)
     wait_settled(page)
     assert src(page, "reconstruction") and strip(page)[1]["src"], "nothing to clear"
-    response = upload(page, "x.png", data if data is not None else _huge_png())
+    response = upload(page, name, data, "image/tiff")
     assert response.status == status
     detail = response.json()["detail"]
     assert detail
@@ -836,6 +832,113 @@ def test_failed_upload_clears_result(session: tuple[Any, Watch], data: bytes | N
     wait_predicted(page, 0)
     wait_verdict(page, "It's a 0")
     expect(status_line).not_to_have_class(re.compile(r"\bis-error\b"))
+
+
+def test_a_file_named_as_an_image_that_holds_none_is_told_at_once(session: tuple[Any, Watch]) -> None:
+    """A text file saved as x.png: the page says it holds no image, clears the last answer and sends nothing, in either
+    section, and the browser's console stays clean (a request refused with a 400 logs an error there)."""
+    page, watch = session
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if urlsplit(r.url).path == "/predict" else None)
+    draw(page, ONE)
+    wait_predicted(page, 1)
+    wait_settled(page)
+    sent.clear()
+    page.get_by_test_id("upload").set_input_files(files=[{"name": "x.png", "mimeType": "image/png", "buffer": b"not an image"}])
+    status_line = page.locator("#status")
+    expect(status_line).to_have_text("\u201cx.png\u201d is named as an image (PNG) but holds none this browser can read.")
+    expect(status_line).to_have_class(re.compile(r"\bis-error\b"))
+    expect(page.get_by_test_id("prediction")).to_have_text("")
+    expect(page.get_by_test_id("verdict")).to_contain_text("No result")
+    assert canvas_ink(page, "draw-canvas") == 0, "the drawing the file replaced is still on the canvas"
+
+    page.get_by_test_id(PAIR).scroll_into_view_if_needed()
+    page.get_by_test_id("pair-upload").set_input_files({"name": "two.jpg", "mimeType": "image/jpeg", "buffer": b"\xff\xd8 cut short"})
+    expect(page.get_by_test_id("pair-verdict")).to_have_text(
+        "\u201ctwo.jpg\u201d is named as an image (JPEG) but holds none this browser can read."
+    )
+    page.wait_for_load_state("networkidle")
+    assert sent == [], f"sent to the service: {sent}"
+    watch.check()
+
+
+def phone_photo(strokes: list[list[tuple[float, float]]], size: tuple[int, int]) -> bytes:
+    """A JPEG of dark ink on off-white paper at a phone's full resolution (48 MP: 8000x6000), mostly paper, so small."""
+    from PIL import Image, ImageDraw
+
+    w, h = size
+    img = Image.new("RGB", (w, h), (208, 204, 192))
+    d = ImageDraw.Draw(img)
+    for stroke in strokes:
+        d.line([(w / 2 + (x - 0.5) * h * 0.6, y * h) for x, y in stroke], fill=(40, 40, 48), width=h // 25, joint="curve")
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=85)
+    return buf.getvalue()
+
+
+def test_a_photo_over_the_services_limits_is_shrunk_here_and_read(session: tuple[Any, Watch], base_url: str) -> None:
+    """A 48 MP phone photo, which the service refuses (413: over its 16.8 M pixels), is shrunk in the browser to the
+    size the service reads a photo at and read as the digit it shows, in either section, with a note saying so; Undo
+    after a stroke sends the shrunk file again."""
+    import urllib.request
+
+    page, watch = session
+    seven = phone_photo(SEVEN, (8000, 6000))
+    form, ctype = multipart_png(seven)
+    try:
+        urllib.request.urlopen(urllib.request.Request(base_url + "/predict", data=form, headers={"Content-Type": ctype}))
+        raise AssertionError("the service took the 48 MP photo itself: nothing for the page to do")
+    except urllib.error.HTTPError as e:
+        assert e.code == 413
+
+    # the files the page sends, as it sends them (a file's bytes are not in the browser's record of the request)
+    page.evaluate(
+        """() => { window.sentFiles = []; const f = window.fetch;
+                   window.fetch = (url, init) => { const b = init && init.body;
+                     if (b instanceof FormData) window.sentFiles.push(b.get('file')); return f(url, init); }; }"""
+    )
+
+    def last_sent() -> dict[str, Any]:
+        return page.evaluate(
+            """async () => { const f = window.sentFiles[window.sentFiles.length - 1], b = await createImageBitmap(f);
+                             return { n: window.sentFiles.length, name: f.name, type: f.type, size: f.size, modified: f.lastModified,
+                                      w: b.width, h: b.height }; }"""
+        )
+
+    response = upload(page, "seven.jpg", seven, "image/jpeg")
+    assert response.status == 200, response.text()
+    sent = last_sent()
+    assert (sent["type"], sent["w"], sent["h"], sent["name"]) == ("image/jpeg", 2048, 1536, "seven.jpg"), sent
+    assert sent["size"] < len(seven)
+    wait_predicted(page, 7)
+    wait_settled(page)
+    assert response.json()["is_digit"]
+    note = page.get_by_test_id("upload-note")
+    expect(note).to_have_text(
+        "The picture is 8000\u00d76000 pixels, more than the service takes (16.8 million): sent shrunk to "
+        "2048\u00d71536, the size the service reads a photo at."
+    )
+    with page.expect_request(lambda r: urlsplit(r.url).path == "/predict"):
+        draw(page, [[(0.9, 0.9)]])
+    wait_settled(page)
+    with page.expect_request(lambda r: urlsplit(r.url).path == "/predict"):
+        page.get_by_test_id("undo").click()
+    again = last_sent()
+    assert again == {**sent, "n": 2}, "Undo did not send the shrunk file again"
+    wait_predicted(page, 7)
+    wait_settled(page)
+    page.get_by_test_id("clear").click()
+    expect(note).to_be_hidden()
+
+    page.get_by_test_id(PAIR).scroll_into_view_if_needed()
+    with page.expect_response(lambda r: urlsplit(r.url).path == "/predict" and "multimnist" in r.url) as pair:
+        page.get_by_test_id("pair-upload").set_input_files({"name": "seven.jpg", "mimeType": "image/jpeg", "buffer": seven})
+    assert pair.value.status == 200
+    assert 7 in pair.value.json()["predictions"]
+    expect(page.get_by_test_id("pair-upload-note")).to_contain_text("sent shrunk to 2048\u00d71536")
+    page.get_by_test_id("pair-clear").click()
+    expect(page.get_by_test_id("pair-upload-note")).to_be_hidden()
+    watch.check()
 
 
 @pytest.mark.parametrize("width, height", [(1280, 900), (360, 800)], ids=["desktop", "phone"])
