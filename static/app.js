@@ -381,8 +381,10 @@ import { createRoutingInspector } from "./routing.js";
     var showClosest = !digit && !data.blank && !!errors;
     els.verdictClosest.hidden = !showClosest;
     if (showClosest) {
+      // the redrawing nearest the input and the longest capsule may be two digits: each is named for what it is
       var best = argmin(errors);
-      els.closestText.textContent = "closest: " + best + ", error " + fmtError(errors[best]);
+      els.closestText.textContent = "closest: " + best + ", the best redrawing (error " + fmtError(errors[best]) + ")" +
+        (best === p ? " and the longest capsule" : "; the longest capsule is " + p);
       setImage(els.closestImage, data.counterfactuals ? data.counterfactuals[best] : null);
     } else {
       els.closestText.textContent = "";

@@ -144,7 +144,7 @@ export function createProbe(page) {
     });
     line(lengths, "#1b1f24", 3, [6, 4], YL);
     labels.push({ text: "length", colour: "#1b1f24", y: YL(lengths[lengths.length - 1]) });
-    spread(labels, T, T + ph, 13).forEach(function (l) {
+    spread(labels, T, T + ph, 16).forEach(function (l) { // 12 px text: a descender clear of the next label's ascender
       c.fillStyle = l.colour; c.textAlign = "left";
       c.fillText(l.text, L + pw + 6, l.y + 4);
     });
@@ -156,7 +156,7 @@ export function createProbe(page) {
       fmtAxis(sweep.axis, spec.hi) + "): length " + Math.min.apply(null, lengths).toFixed(2) + " to " + Math.max.apply(null, lengths).toFixed(2) +
       " (dashed, right axis 0 to 1), read as " + k + " at " + keeps + " of " + xs.length + " steps. Pose dimensions that track it most: " +
       ranked.map(function (s) { return (s.d + 1) + " (r = " + (s.r >= 0 ? "+" : "\u2212") + Math.abs(s.r).toFixed(2) + ", moves " + s.span.toFixed(2) + ")"; }).join(", ") +
-      "; the other 13 in grey.";
+      "; the other 13 in grey. (r: how closely a dimension follows the " + spec.name + ", from \u22121 to +1.)";
   }
 
   Object.keys(AXES).forEach(function (a) {

@@ -136,7 +136,7 @@ export function createRoutingInspector(page) {
       els.scaleMark.textContent = "0";
       els.legendText.textContent = "Agreement \u00fb\u00b7v of " + who + " with capsule " + k + " after iteration " + it + " of " + n + ": " +
         fmtValue(lo) + " to " + fmtValue(hi) + " (blue: predicted against the capsule's pose, red: with it; what the next iteration adds " +
-        "to the routing logits). Colours span \u00b1" + fmtValue(sc.hi) + " over all " + n + " iterations.";
+        "to the routing logits b, the scores whose softmax over the digits is the coupling). Colours span \u00b1" + fmtValue(sc.hi) + " over all " + n + " iterations.";
     }
   }
 

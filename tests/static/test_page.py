@@ -716,8 +716,11 @@ def test_non_digit_upload(page: Any) -> None:
     )
     verdict = page.get_by_test_id("verdict")
     wait_verdict(page, f"This does not look like a digit: {body['why_not_digit']['reason']}")  # the signal that says so
-    best = min(range(10), key=body["recon_errors"].__getitem__)
-    expect(verdict).to_contain_text(f"closest: {best}, error {body['recon_errors'][best]:.2f}")
+    best, longest = min(range(10), key=body["recon_errors"].__getitem__), body["prediction"]
+    # the closest redrawing and the longest capsule, which the status line names, each said for what it is
+    also = " and the longest capsule" if best == longest else f"; the longest capsule is {longest}"
+    expect(verdict).to_contain_text(f"closest: {best}, the best redrawing (error {body['recon_errors'][best]:.2f}){also}")
+    expect(page.locator("#status")).to_contain_text(f"Capsule {longest} is the longest")
     expect(page.get_by_test_id("prediction")).to_have_text("?")
     expect(page.get_by_test_id("prediction")).to_have_class(re.compile(r"\bis-dim\b"))
     closest = page.get_by_test_id("closest-image")
