@@ -196,10 +196,23 @@ def grpc_code(status: int) -> str:
     return GRPC_CODES.get(status) or ("INVALID_ARGUMENT" if 400 <= status < 500 else "INTERNAL")
 
 
+def _not_allowed(request: Request, exc: StarletteHTTPException) -> StarletteHTTPException:
+    """Starlette's 405 says only "Method Not Allowed", and its Allow header leaves out the HEAD that the edge middleware
+    serves for every GET: the answer names the methods the path takes, all of them."""
+    allowed = {m.strip() for m in (exc.headers or {}).get("Allow", "").split(",") if m.strip()}
+    if "GET" in allowed:
+        allowed.add("HEAD")
+    methods = sorted(allowed)
+    detail = f"{request.url.path} takes {' or '.join(methods)}, not {request.method}"
+    return StarletteHTTPException(405, detail, headers={**(exc.headers or {}), "Allow": ", ".join(methods)})
+
+
 def install_handlers(app: FastAPI) -> None:
     """Every failure the routes raise, answered as `classify` says."""
 
     async def answer(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, StarletteHTTPException) and exc.status_code == 405:
+            exc = _not_allowed(request, exc)
         f = classify(exc, f"{request.method} {request.url.path}")
         path = request.url.path
         if path == "/v2" or path.startswith("/v2/"):  # a method or path the protocol's routes do not take: its own body

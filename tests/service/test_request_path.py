@@ -32,8 +32,18 @@ def _count(metrics: str, line_start: str) -> float:
 @pytest.mark.parametrize("method", ["put", "delete", "patch"])
 def test_a_method_the_path_does_not_take_is_405_before_its_media_type_is_looked_at(client, method):
     r = client.request(method.upper(), "/predict", content=b"hello", headers={"content-type": "text/plain"})
-    assert r.status_code == 405 and r.json()["error"] == "method_not_allowed"
+    assert r.status_code == 405 and r.json() == {"error": "method_not_allowed", "detail": f"/predict takes POST, not {method.upper()}"}
     assert r.headers["allow"] == "POST" and r.headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("method", ["POST", "DELETE"])
+@pytest.mark.parametrize("path", ["/healthz", "/model", "/static/app.js"])
+def test_a_405_lists_every_method_the_path_takes_head_with_get(client, method, path):
+    """Every GET path also answers HEAD (served as GET without the body), so its 405 says so, in Allow (RFC 9110) and in
+    words."""
+    r = client.request(method, path)
+    assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD"
+    assert r.json() == {"error": "method_not_allowed", "detail": f"{path} takes GET or HEAD, not {method}"}
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/model", "/", "/metrics", "/openapi.json", "/static/app.js"])

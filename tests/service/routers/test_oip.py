@@ -481,7 +481,8 @@ print(asyncio.run(ask()))
 def test_a_method_or_path_the_protocol_does_not_take_is_answered_in_its_body(client):
     """Under /v2 even the router's own 405 and 404 are the protocol's {"error": message}, as a protocol client parses."""
     r = client.delete("/v2/models/capsnet")
-    assert r.status_code == 405 and r.json() == {"error": "Method Not Allowed"} and r.headers["allow"] == "GET"
+    assert r.status_code == 405 and r.json() == {"error": "/v2/models/capsnet takes GET or HEAD, not DELETE"}
+    assert r.headers["allow"] == "GET, HEAD"
     r = client.get("/v2/models/capsnet/nothing")
     assert r.status_code == 404 and list(r.json()) == ["error"]
     assert client.delete("/predict").json()["error"] == "method_not_allowed"  # the REST API keeps its own
