@@ -28,6 +28,11 @@ class _TooManyParts(Exception):
     pass
 
 
+class _NotTaken(Exception):
+    """A part the route does not take: said in a 422 rather than ignored, since an option sent as a form field (a
+    misplaced `include`) would otherwise look like it had been applied."""
+
+
 def boundary_of(content_type: str) -> bytes:
     _, params = parse_options_header(content_type.encode("latin-1", "replace"))  # as HTTP carries it
     boundary = params.get(b"boundary", b"")
@@ -39,7 +44,8 @@ def boundary_of(content_type: str) -> bytes:
 
 
 def file_parts(body: bytes, content_type: str, field: str, limit: int) -> list[bytes]:
-    """The uploaded files in form field `field`: 400 for a malformed body, 422 when none or over `limit`.
+    """The uploaded files in form field `field`: 400 for a malformed body, 422 when none or over `limit`, or for any other
+    part (another field, or text in `field`).
 
     At most `limit + 16` parts of any kind are looked at: a body of a thousand tiny fields is refused rather than walked."""
     want, max_parts = field.encode(), limit + 16
@@ -74,8 +80,14 @@ def file_parts(body: bytes, content_type: str, field: str, limit: int) -> list[b
 
     def on_part_end() -> None:
         _, params = parse_options_header(disposition)
-        if params.get(b"name") == want and b"filename" in params:  # a file input, not a text one
+        name = params.get(b"name")
+        if name == want and b"filename" in params:  # a file input, not a text one
             files.append(b"".join(chunks))
+        elif name == want:
+            raise _NotTaken(f"field '{field}' holds text, not a file: send the image as a file (curl -F {field}=@digit.png)")
+        else:
+            shown = "without a name" if name is None else repr(name[:40].decode("utf-8", "replace"))
+            raise _NotTaken(f"multipart field {shown} is not taken: the image goes in field '{field}', options in the query string")
         chunks.clear()
 
     def on_end() -> None:
@@ -97,6 +109,8 @@ def file_parts(body: bytes, content_type: str, field: str, limit: int) -> list[b
         parser.finalize()
     except _TooManyParts:
         raise Invalid(f"more than {max_parts} parts in the multipart body") from None
+    except _NotTaken as e:
+        raise Invalid(str(e)) from None
     except MultipartParseError as e:
         raise BadInput(f"malformed multipart body: {e}") from None
     if not ended:

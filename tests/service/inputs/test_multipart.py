@@ -24,14 +24,25 @@ def encode(files: list[tuple[str, str | None, bytes]]) -> tuple[bytes, str]:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["file", "other", "File"]), st.one_of(st.none(), NAMES), DATA), min_size=1, max_size=5))
-def test_every_file_in_the_field_comes_back_intact_and_in_order(parts):
+def test_every_file_in_the_field_comes_back_intact_and_in_order_and_any_other_part_is_named(parts):
     body, ctype = encode(parts)
-    expected = [d for f, n, d in parts if f == "file" and n is not None]
-    if not expected:
-        with pytest.raises(Invalid, match="needs an image"):
+    others = [f for f, n, _ in parts if f != "file" or n is None]
+    if others:  # another field, or text in the file's: refused by its name, not ignored
+        with pytest.raises(Invalid, match=f"field '{others[0]}'"):
             file_parts(body, ctype, "file", 10)
     else:
-        assert file_parts(body, ctype, "file", 10) == expected
+        assert file_parts(body, ctype, "file", 10) == [d for _, _, d in parts]
+
+
+def test_an_option_sent_as_a_form_field_or_text_in_the_file_field_is_a_422_that_says_where_each_goes():
+    body, ctype = encode([("file", "a.png", b"1"), ("include", None, b"routing")])
+    with pytest.raises(Invalid) as e:
+        file_parts(body, ctype, "file", 1)
+    assert str(e.value) == "multipart field 'include' is not taken: the image goes in field 'file', options in the query string"
+    body, ctype = encode([("file", None, b"digit.png")])
+    with pytest.raises(Invalid) as e:
+        file_parts(body, ctype, "file", 1)
+    assert str(e.value) == "field 'file' holds text, not a file: send the image as a file (curl -F file=@digit.png)"
 
 
 @settings(max_examples=200, deadline=None)
