@@ -21,7 +21,7 @@ from service import loading, tracing
 from service.engine.card import ModelCard, WeightsError, load_card
 from service.errors import install_handlers
 from service.group import UNLOAD_OTHERS, ProcessGroup
-from service.http.auth import ApiKeyMiddleware, load_keys
+from service.http.auth import ApiKeyMiddleware, documented, load_keys
 from service.http.middleware import EdgeMiddleware
 from service.inputs.mnist_test_set import TestDigits
 from service.metrics import Metrics
@@ -234,6 +234,8 @@ def create_app(
     if settings.api_keys_file is not None:  # innermost: CORS answers a preflight, and the edge counts a 401 as any answer
         state.api_keys = load_keys(settings.api_keys_file)
         app.add_middleware(ApiKeyMiddleware, keys=state.api_keys)
+        unkeyed = app.openapi
+        app.openapi = lambda: documented(unkeyed())  # type: ignore[method-assign]
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

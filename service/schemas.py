@@ -38,8 +38,42 @@ Unit = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0.0, le=1.0)]
 Digit = Annotated[int, Field(ge=0, le=9, description="digit capsule 0-9", examples=[3]), BeforeValidator(_json_number)]
 
 EXAMPLE_POSE = [0.02, -0.11, 0.05, 0.21, -0.07, 0.13, 0.0, -0.18, 0.09, 0.04, -0.02, 0.15, -0.12, 0.06, 0.01, -0.09]
-ROW = [0.0] * 28
-EXAMPLE_PNG = "iVBORw0KGgoAAAANSUhEUgAAABwAAAAcCAAAAABXZoBIAAAAEElEQVR42mNgGAWjYBQQAwADLAAB1wvpfAAAAABJRU5ErkJggg=="  # blank 28x28
+# A 7 drawn for the examples (not one of MNIST's), its ink in sixteenths: what a request that works looks like.
+SEVEN = (
+    "0000000000000000000000000000",
+    "0000000000000000000000000000",
+    "0000000000000000000000000000",
+    "0000000000000000000000000000",
+    "0000000ffffffffffffffb000000",
+    "0000000fffffffffffffff000000",
+    "0000000bbbbbbbbbbaeff9000000",
+    "000000000000000001efd1000000",
+    "00000000000000000aff50000000",
+    "00000000000000004ffc00000000",
+    "0000000000000000cff300000000",
+    "0000000000000007ff9000000000",
+    "000000000000001efe1000000000",
+    "00000000000000aff60000000000",
+    "00000000000002ffc00000000000",
+    "00000000000008ff400000000000",
+    "0000000000000dfd000000000000",
+    "0000000000004ff8000000000000",
+    "0000000000009ff3000000000000",
+    "000000000001efc0000000000000",
+    "000000000005ff70000000000000",
+    "00000000000afe20000000000000",
+    "00000000002ffb00000000000000",
+    "000000000015c500000000000000",
+    "0000000000000000000000000000",
+    "0000000000000000000000000000",
+    "0000000000000000000000000000",
+    "0000000000000000000000000000",
+)
+EXAMPLE_PIXELS = [[round(int(v, 16) / 15, 3) for v in row] for row in SEVEN]
+EXAMPLE_PNG = (  # SEVEN as an 8-bit grey PNG
+    "iVBORw0KGgoAAAANSUhEUgAAABwAAAAcCAAAAABXZoBIAAAAiklEQVR42mNgGDjwHwXshggywiRR1UKEWaC8PXDx9y6CDLNwWSD4"
+    "7v9dQVySq/7/D8Ul5/L//xmczj7z/78xLrny//9n4nHNO3yuScMlp4TPNR3//7vglLz7/y4ylwnFj0oMq3FqnInHj4Lv0JyDbKyLIB5TV/1/p4THk7tRRZiR2GeVJl1jGGgAADOZP2CwfI9ZAAAAAElFTkSuQmCC"
+)
 
 
 class PredictJSON(BaseModel):
@@ -47,7 +81,7 @@ class PredictJSON(BaseModel):
     ?model=multimnist)."""
 
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"image": "data:image/png;base64," + EXAMPLE_PNG}, {"pixels": [ROW] * 28}]}
+        extra="forbid", json_schema_extra={"examples": [{"image": "data:image/png;base64," + EXAMPLE_PNG}, {"pixels": EXAMPLE_PIXELS}]}
     )
 
     image: str | None = Field(None, description="base64 or data: URL of an image; preprocessed to look like MNIST")
@@ -113,7 +147,7 @@ class ProbeJSON(PredictJSON):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{"pixels": [ROW] * 28, "transforms": [{"rotate": -30}, {}, {"rotate": 30}, {"scale": 0.8, "shear": 15}]}]
+            "examples": [{"pixels": EXAMPLE_PIXELS, "transforms": [{"rotate": -30}, {}, {"rotate": 30}, {"scale": 0.8, "shear": 15}]}]
         },
     )
 
@@ -265,8 +299,8 @@ class Prediction(BaseModel):
                     "is_digit": True,
                     "why_not_digit": None,
                     "recon_errors": [0.81, 0.74, 0.69, 0.72, 0.77, 0.71, 0.83, 0.12, 0.66, 0.58],
-                    "reconstruction": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},
-                    "input": {"png": EXAMPLE_PNG, "pixels": [ROW] * 28},
+                    "reconstruction": {"png": EXAMPLE_PNG, "pixels": EXAMPLE_PIXELS},
+                    "input": {"png": EXAMPLE_PNG, "pixels": EXAMPLE_PIXELS},
                     "model": {"name": "capsnet-mnist", "version": "12ep-1a2b3c4d", "provider": "CPUExecutionProvider", "precision": "fp32"},
                 }
             ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hmac
 from pathlib import Path
+from typing import Any
 
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -64,6 +65,25 @@ def allowed(token: bytes | None, keys: tuple[bytes, ...]) -> bool:
 
 def is_open(path: str) -> bool:
     return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
+
+
+def documented(schema: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document of a server that wants keys: the bearer scheme, and on every operation that needs one the
+    requirement and its 401, in the REST error body or, under /v2, the protocol's. (A server without keys documents
+    neither: its operations never answer 401.)"""
+    schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+    schemes["apiKey"] = {"type": "http", "scheme": "bearer", "description": "a key of the server's CAPSNET_API_KEYS_FILE"}
+    for path, operations in schema["paths"].items():
+        if is_open(path):
+            continue
+        body = "OIPErrorBody" if path == "/v2" or path.startswith("/v2/") else "ErrorBody"
+        for operation in operations.values():
+            operation["security"] = [{"apiKey": []}]
+            operation.setdefault("responses", {})["401"] = {
+                "description": "no API key, or one this server does not hold (WWW-Authenticate: Bearer)",
+                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}},
+            }
+    return schema
 
 
 class ApiKeyMiddleware:

@@ -66,6 +66,33 @@ def test_the_probes_and_the_page_need_none(client):
     assert 'id="key-form"' in client.get("/").text  # and the page asks for the key
 
 
+def test_openapi_says_which_operations_want_a_key_as_the_server_answers_them(client):
+    """/openapi.json of a server with keys names the bearer scheme, and documents a 401 (in the body that route
+    answers with) exactly on the operations that answer one to a request without a key."""
+    schema = client.get("/openapi.json").json()
+    assert schema["components"]["securitySchemes"]["apiKey"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "a key of the server's CAPSNET_API_KEYS_FILE",
+    }
+    checked = 0
+    for path, operations in schema["paths"].items():
+        if "{" in path:
+            continue
+        for method, operation in operations.items():
+            refused = client.request(method.upper(), path, json={}).status_code == 401
+            documented = "401" in operation["responses"]
+            assert refused == documented == (operation.get("security") == [{"apiKey": []}]), (method, path)
+            if refused:
+                ref = operation["responses"]["401"]["content"]["application/json"]["schema"]["$ref"]
+                assert ref.endswith("/OIPErrorBody" if path.startswith("/v2") else "/ErrorBody"), (path, ref)
+            checked += refused
+    assert checked >= 8
+    infer = schema["paths"]["/v2/models/{model_name}/infer"]["post"]
+    assert infer["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/OIPErrorBody")
+    assert "401" not in schema["paths"]["/decoders/{sha256}.onnx"]["get"]["responses"]
+
+
 def test_the_protocol_refuses_in_its_own_body(client):
     r = client.post("/v2/models/capsnet/infer", json={"inputs": []})
     assert r.status_code == 401 and list(r.json()) == ["error"]

@@ -302,3 +302,26 @@ def test_a_service_still_loading_answers_503_whatever_the_query(target):
 
     r = TestClient(create_app(Settings())).post(target, files={"file": ("d.png", encode(Image.new("L", (28, 28))), "image/png")})
     assert r.status_code == 503 and r.json()["error"] == "not_ready" and r.headers["retry-after"] == "1", r.text
+
+
+def test_the_documents_request_examples_are_read_as_the_seven_they_show(client):
+    """What /openapi.json offers to try (Swagger's "Try it out", a client generated from it) is a digit, read as one:
+    each request example of /predict, /predict/batch and /probe, and the example picture is the example pixels."""
+    from service.schemas import EXAMPLE_PIXELS, EXAMPLE_PNG
+
+    assert np.abs(png_pixels(EXAMPLE_PNG) / 255 - np.array(EXAMPLE_PIXELS)).max() < 1e-3
+    schema = client.get("/openapi.json").json()
+
+    def examples(path: str) -> list[dict]:
+        body = schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        return body["examples"] if "examples" in body else schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[1]]["examples"]
+
+    for example in examples("/predict"):
+        answer = client.post("/predict", json=example).json()
+        assert (answer["prediction"], answer["is_digit"], answer["blank"]) == (7, True, False), (list(example), answer)
+    for example in examples("/predict/batch"):
+        assert [r["prediction"] for r in client.post("/predict/batch", json=example).json()["results"]] == [7, 7]
+    for example in examples("/probe"):
+        results = client.post("/probe", json=example).json()["results"]
+        assert results[1]["transform"] == {"rotate": 0.0, "scale": 1.0, "shear": 0.0, "tx": 0.0, "ty": 0.0}
+        assert results[1]["prediction"] == 7
