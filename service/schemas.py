@@ -161,7 +161,7 @@ class ProbeResult(BaseModel):
     prediction: int
     lengths: list[float] = Field(description="[10] digit capsule lengths")
     poses: list[list[float]] = Field(description="[10][16] digit capsule poses")
-    input: str = Field(description="base64 PNG: the transformed 28x28 image the network saw")
+    input: Picture = Field(description="the transformed 28x28 image the network saw (`pixels` on request, as the input's)")
 
 
 class Probe(BaseModel):

@@ -44,7 +44,7 @@ export function createProbe(page) {
 
   var probeChannel = channel(function (data) {
     var res = data.results[0], k = state.selected === null ? res.prediction : state.selected;
-    setImage(probe.input, res.input);
+    setImage(probe.input, res.input.png);
     var base = state.result.lengths[k];
     probe.verdict.textContent = "Reads " + res.prediction + " \u00b7 capsule " + k + " length " + res.lengths[k].toFixed(2) +
       " (" + base.toFixed(2) + " untransformed)";

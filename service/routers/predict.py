@@ -19,7 +19,6 @@ from service.engine.two_digit import PairEngine
 from service.errors import Invalid, NoRouting
 from service.http.body import MULTIPART, Body, BodyRoute
 from service.inputs.body_to_tensor import body_to_tensor
-from service.inputs.images import encode_png
 from service.phases import run_phases
 from service.postprocess import PIXELS, PIXELS_DOC, PIXELS_PARAM, FastJSON, digit_answer, pair_answer, picture, rounded
 from service.schemas import (
@@ -262,7 +261,7 @@ async def probe(body: Upload, state: ReadyDep, with_pixels: WithPixels, _: Probe
                         "prediction": int(out["lengths"][i].argmax()),
                         "lengths": rounded(out["lengths"][i]),
                         "poses": rounded(out["poses"][i]),
-                        "input": encode_png(images[i, 0]),
+                        "input": picture(images[i, 0], with_pixels),
                     }
                     for i, t in enumerate(req.transforms)
                 ],

@@ -1145,7 +1145,7 @@ def test_probe_sliders_transform_what_the_network_sees(session: tuple[Any, Watch
     answer = resp.value.json()["results"][0]
     length = answer["lengths"][7]
     expect(page.get_by_test_id("probe-verdict")).to_contain_text(f"Reads {answer['prediction']} \u00b7 capsule 7 length {length:.2f}")
-    expect(page.get_by_test_id("probe-input")).to_have_attribute("src", re.compile(re.escape(answer["input"][:40])))
+    expect(page.get_by_test_id("probe-input")).to_have_attribute("src", re.compile(re.escape(answer["input"]["png"][:40])))
 
     with page.expect_response(
         lambda r: urlsplit(r.url).path == "/probe" and len(json.loads(r.request.post_data)["transforms"]) == 13

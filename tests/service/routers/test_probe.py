@@ -30,7 +30,8 @@ def test_each_transform_is_what_predict_says_of_that_image(client, seven):
         assert res["prediction"] == direct["prediction"]
         np.testing.assert_allclose(res["lengths"], direct["lengths"], atol=1e-4)
         np.testing.assert_allclose(res["poses"], direct["poses"], atol=1e-4)
-        np.testing.assert_allclose(png_pixels(res["input"]) / 255.0, moved, atol=1 / 255 + 1e-6)
+        np.testing.assert_allclose(png_pixels(res["input"]["png"]) / 255.0, moved, atol=1 / 255 + 1e-6)
+        np.testing.assert_allclose(res["input"]["pixels"], moved, atol=1e-5)  # as /predict's input, with include=pixels
         assert res["transform"] == {"rotate": 0.0, "scale": 1.0, "shear": 0.0, "tx": 0.0, "ty": 0.0} | t
 
 
@@ -38,6 +39,7 @@ def test_identity_keeps_the_prediction_and_a_large_rotation_loses_it(client, sev
     angles = [0, 15, 90, 180]
     r = client.post("/probe", json={"pixels": seven.tolist(), "transforms": [{"rotate": a} for a in angles]}).json()["results"]
     assert r[0]["prediction"] == r[1]["prediction"] == 7
+    assert all(list(res["input"]) == ["png"] for res in r)  # each picture as every other answer's, its values only on request
     assert max(r[3]["lengths"]) < max(r[0]["lengths"]) and r[3]["lengths"][7] < 0.5  # an upside-down 7 is no confident 7
 
 
