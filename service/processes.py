@@ -45,6 +45,7 @@ from prometheus_client import multiprocess
 from service.app import create_app
 from service.group import RELOAD_OTHERS, UNLOAD_OTHERS, ProcessGroup
 from service.http.auth import KeysError
+from service.http.framing import JSONFramingErrors
 from service.settings import Settings, get_settings
 from service.tracing import LogContext
 
@@ -75,6 +76,7 @@ def _config(app: object, s: Settings) -> uvicorn.Config:
         timeout_keep_alive=s.keepalive_timeout_s,
         access_log=False,
         server_header=False,
+        http=JSONFramingErrors,  # a request that is not HTTP gets the service's JSON error, not uvicorn's plain text
     )
 
 
