@@ -298,7 +298,7 @@ export function createPairs(opts) {
       if (isEmpty()) return null;
       var drawn = state.strokes.length || state.current;
       // a test pair alone goes as its own 36x36 pixels, exactly as the network's test pairs are made; an upload alone as
-      // its file, byte for byte
+      // its file, byte for byte (or, over the service's limits, as static/upload.js shrank it)
       if (state.sample && !drawn) return { path: PREDICT, body: { pixels: state.sample } };
       if (state.file && !drawn) return { path: PREDICT, body: fileForm(state.file) };
       if (state.file && !state.picture) return null; // strokes over a picture not yet decoded: sent once it is

@@ -54,11 +54,13 @@ def _body_spec(json_model: type, multiple: bool | None) -> dict:
 
 
 def _validated(document: Any, model: type[M]) -> M:
-    """The JSON body (parsed once, by service.http.body) as `model`; its errors are a 422 as FastAPI reports a body's."""
+    """The JSON body (parsed once, by service.http.body) as `model`; its errors are a 422 as FastAPI reports a body's,
+    each field located under `body` as a route with a body parameter locates it."""
     try:
         return model.model_validate(document)
     except ValidationError as e:
-        raise RequestValidationError(e.errors(include_input=False, include_url=False)) from e
+        errors = e.errors(include_input=False, include_url=False)
+        raise RequestValidationError([{**err, "loc": ("body", *err["loc"])} for err in errors]) from e
 
 
 async def _images(body: Body, state: AppState, batch: bool) -> np.ndarray:

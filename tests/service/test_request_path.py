@@ -378,6 +378,24 @@ def test_validation_errors_list_each_field(client, spec):
     assert {tuple(e["loc"]) for e in r.json()["errors"]} == {("body", "digit"), ("body", "pose")}
 
 
+@pytest.mark.parametrize(
+    "path, body, loc",
+    [
+        ("/reconstruct", {"digit": 12, "pose": [0.0] * 16}, ["body", "digit"]),
+        ("/predict", {"pixels": [[2.0]]}, ["body", "pixels", 0, 0]),
+        ("/predict/batch", {"images": "x"}, ["body", "images"]),
+        ("/probe", {"pixels": [[0.0] * 28] * 28, "transforms": [{"rotate": 999}]}, ["body", "transforms", 0, "rotate"]),
+        ("/predict?model=nope", {"pixels": [[0.0] * 28] * 28}, ["query", "model"]),
+    ],
+)
+def test_every_route_locates_a_field_at_fault_alike(client, path, body, loc):
+    """`errors[].loc` starts with where the field is (`body` or `query`) on every route, as FastAPI writes it, whichever
+    way the route reads its body; the detail names the first field without `body`."""
+    r = client.post(path, json=body)
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == loc
+    assert r.json()["detail"].startswith(".".join(str(p) for p in loc if p != "body") + ": ")
+
+
 def test_openapi_documents_the_model_the_error_body_and_the_decoder_limits(spec):
     schemas = spec["components"]["schemas"]
     model = spec["paths"]["/model"]["get"]["responses"]
