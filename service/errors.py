@@ -100,6 +100,11 @@ class Invalid(ClientError):
     status, code = 422, "invalid"
 
 
+def is_protocol(path: str) -> bool:
+    """Whether `path` is the Open Inference Protocol's (/v2), whose refusals are its own body, `{"error": message}`."""
+    return path == "/v2" or path.startswith("/v2/")
+
+
 def error_body(code: str, detail: str, **extra: object) -> dict:
     return {"error": code, "detail": detail, **extra}
 
@@ -215,7 +220,7 @@ def install_handlers(app: FastAPI) -> None:
             exc = _not_allowed(request, exc)
         f = classify(exc, f"{request.method} {request.url.path}")
         path = request.url.path
-        if path == "/v2" or path.startswith("/v2/"):  # a method or path the protocol's routes do not take: its own body
+        if is_protocol(path):  # a method or path the protocol's routes do not take: its own body
             return JSONResponse({"error": f.detail}, status_code=f.status, headers=f.headers)
         return json_error(f.status, f.code, f.detail, f.headers, **f.extra)
 

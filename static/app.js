@@ -17,7 +17,7 @@ import { setUpKeyForm, withKey } from "./key.js";
 import { createPairs } from "./pairs.js";
 import { createProbe } from "./probe.js";
 import { pictureExport, pictureRect } from "./picture.js";
-import { readUpload, uploadLimits } from "./upload.js";
+import { readUpload, showUploadNote, uploadLimits } from "./upload.js";
 import { createRoutingInspector } from "./routing.js";
 
 (function () {
@@ -645,7 +645,7 @@ import { createRoutingInspector } from "./routing.js";
     state.picture = null;
     state.file = null;
     els.upload.value = "";
-    setUploadNote("");
+    showUploadNote(els.uploadNote, "");
     redraw();
     clearResult();
   });
@@ -669,12 +669,6 @@ import { createRoutingInspector } from "./routing.js";
 
   var LIMITS = uploadLimits(app);
 
-  // Why what was sent is not the file as chosen (a photo over the service's limits, shrunk here), until Clear or another file.
-  function setUploadNote(text) {
-    els.uploadNote.textContent = text;
-    els.uploadNote.hidden = !text;
-  }
-
   function useFile(file) {
     if (!file) return;
     // The file replaces the drawing (and any earlier upload), even if it turns out not to be an image.
@@ -683,7 +677,7 @@ import { createRoutingInspector } from "./routing.js";
     state.picture = null;
     state.file = null;
     state.manualSelect = false;
-    setUploadNote("");
+    showUploadNote(els.uploadNote, "");
     if (file.type && !/^image\//.test(file.type)) {
       redraw();
       clearResult("No result");
@@ -703,7 +697,7 @@ import { createRoutingInspector } from "./routing.js";
       // not a picture this browser can show: the server says what it makes of the file, and Undo has nothing to resend
       state.file = read.picture ? read.file : null;
       state.picture = read.picture;
-      setUploadNote(read.note);
+      showUploadNote(els.uploadNote, read.note);
       redraw();
       if (state.strokes.length) predictNow(true); // strokes drawn while it decoded go with it
       else predictFile(read.file);

@@ -17,7 +17,7 @@ import { loadAtlas, nameSlider } from "./dimensions.js";
 import { signed } from "./format.js";
 import { withKey } from "./key.js";
 import { pictureExport, pictureRect } from "./picture.js";
-import { readUpload, uploadLimits } from "./upload.js";
+import { readUpload, showUploadNote, uploadLimits } from "./upload.js";
 
 
 var PREDICT = "/predict?model=multimnist&include=pixels"; // pixels: the overlay is drawn from the redrawings' values
@@ -175,8 +175,7 @@ export function createPairs(opts) {
   function forget() {
     choice++;
     state.strokes = []; state.current = null; state.sample = null; state.picture = null; state.file = null;
-    els.uploadNote.textContent = "";
-    els.uploadNote.hidden = true;
+    showUploadNote(els.uploadNote, "");
     delete els.verdict.dataset.truth;
     predictChannel.invalidate();
     setInk(0);
@@ -242,8 +241,7 @@ export function createPairs(opts) {
       state.file = read.file;
       state.picture = read.picture;
       state.darkGround = darkGround(read.picture);
-      els.uploadNote.textContent = read.note;
-      els.uploadNote.hidden = !read.note;
+      showUploadNote(els.uploadNote, read.note);
       redraw();
       predict(); // the file as it is sent, or with the strokes drawn while it decoded
     });

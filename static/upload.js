@@ -21,6 +21,12 @@ export function uploadLimits(el) {
   };
 }
 
+// Why what was sent is not the file as chosen (a photo shrunk here), shown under the section's buttons; "" hides it.
+export function showUploadNote(el, text) {
+  el.textContent = text;
+  el.hidden = !text;
+}
+
 function millions(n) { return (n / 1e6).toFixed(1) + " million"; }
 
 /* Reads `file` and calls `done` once, with one of:

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.errors import error_body
+from service.errors import error_body, is_protocol
 
 # the probes, and what the page shows without running a model: itself, the atlas of pose dimensions, MNIST's test pairs
 OPEN_PATHS = frozenset(
@@ -76,7 +76,7 @@ def documented(schema: dict[str, Any]) -> dict[str, Any]:
     for path, operations in schema["paths"].items():
         if is_open(path):
             continue
-        body = "OIPErrorBody" if path == "/v2" or path.startswith("/v2/") else "ErrorBody"
+        body = "OIPErrorBody" if is_protocol(path) else "ErrorBody"
         for operation in operations.values():
             operation["security"] = [{"apiKey": []}]
             operation.setdefault("responses", {})["401"] = {
@@ -100,8 +100,7 @@ class ApiKeyMiddleware:
         if allowed(token, self.keys):
             return await self.app(scope, receive, send)
         detail = ASK if token is None else "that API key is not one of this server's"
-        protocol = scope["path"] == "/v2" or scope["path"].startswith("/v2/")
-        body = orjson.dumps({"error": detail} if protocol else error_body("unauthorized", detail))
+        body = orjson.dumps({"error": detail} if is_protocol(scope["path"]) else error_body("unauthorized", detail))
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), CHALLENGE]
         await send({"type": "http.response.start", "status": 401, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from service.deps import ServingDep, StateDep
 from service.engine.batcher import Inference
+from service.errors import is_protocol
 from service.http.body import read_limited
 from service.oip import registry
 from service.oip.codec import HEADER_LENGTH, InferRequest, bad, decompress, encode_response, parse_request
@@ -85,7 +86,7 @@ def protocol_errors_only(schema: dict[str, Any]) -> dict[str, Any]:
     protocol's routes: they answer a request that fails validation 400 in the protocol's error body (registry.failure),
     and document that 400 where a request can fail so."""
     for path, operations in schema["paths"].items():
-        if path == "/v2" or path.startswith("/v2/"):
+        if is_protocol(path):
             for operation in operations.values():
                 operation.get("responses", {}).pop("422", None)
     return schema
