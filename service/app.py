@@ -9,6 +9,7 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import TYPE_CHECKING
 
 from anyio import to_thread
@@ -80,7 +81,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if grpc_server is not None:
             await grpc_server.ready()
     if grpc_server is not None:
-        state.on_drain.append(grpc_server.draining)
+        state.on_drain.append(partial(grpc_server.draining, s.graceful_timeout_s))
     owns_process = app.state.load_in_background or group is not None
     if owns_process:  # SIGHUP loads the weights directory again without downtime (service/loading.py); uvicorn leaves it to the app
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, loading.on_hangup, state)
@@ -102,7 +103,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             starting.cancel()
             with suppress(asyncio.CancelledError):
                 await starting
-        if grpc_server is not None:  # uvicorn has drained HTTP by now; gRPC's calls in flight get the same grace
+        if grpc_server is not None:  # uvicorn has drained HTTP by now; gRPC's calls have drained beside it since the drain began
             await grpc_server.stop(s.graceful_timeout_s)
         state.ready = False
         await loading.stop_background(state)

@@ -302,6 +302,7 @@ class GrpcServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection((SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
         self.port = 0
+        self._stopped: asyncio.Future | None = None  # the server's stop, once a drain has begun
 
     async def start(self, host: str, port: int) -> None:
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -323,13 +324,17 @@ class GrpcServer:
         for service in ("", SERVICE):
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
 
-    async def draining(self) -> None:
-        """Health says NOT_SERVING to every check and watcher from now on, so that a balancer stops sending: the drain
-        has begun (HTTP takes no more connections), while calls still come in until HTTP's requests in flight are done."""
+    async def draining(self, grace_s: float) -> None:
+        """The drain has begun (HTTP takes no more connections): health says NOT_SERVING to every check and watcher from
+        now on, so that a balancer stops sending, then new calls are refused and those in flight get `grace_s` to finish,
+        beside HTTP's requests in flight rather than after them: one grace period for both, which the orchestrator's
+        (docker-compose.yml's stop_grace_period, the pod's terminationGracePeriodSeconds) is set above."""
         await self.health.enter_graceful_shutdown()
+        if self._stopped is None:
+            self._stopped = asyncio.ensure_future(self.server.stop(grace_s))
 
     async def stop(self, grace_s: float) -> None:
-        """NOT_SERVING, if a drain has not said so already; then new calls are refused at once and calls in flight get
-        `grace_s` to finish."""
-        await self.draining()
-        await self.server.stop(grace_s)
+        """The drain, if it has not begun; then until the calls in flight are done or their grace is over."""
+        await self.draining(grace_s)
+        assert self._stopped is not None
+        await self._stopped

@@ -364,7 +364,8 @@ def test_grpc_reflection_lists_and_describes_the_services(server):
 
 def test_grpc_health_says_not_serving_while_http_requests_in_flight_still_drain():
     """SIGTERM with an upload still arriving: health turns NOT_SERVING at once, not once HTTP has drained (up to the
-    grace period later), and the upload is still answered."""
+    grace period later), and new gRPC calls are refused from then on, as HTTP takes no new connection: the two drain
+    side by side, within one grace period. The upload is still answered."""
     import signal
 
     from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -383,6 +384,9 @@ def test_grpc_health_says_not_serving_while_http_requests_in_flight_still_drain(
             assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
             s.proc.send_signal(signal.SIGTERM)
             assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING  # the upload is still half sent
+            with pytest.raises(grpc.RpcError) as refused:
+                service_pb2_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest(), timeout=10)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
             upload.sendall(request[len(request) // 2 :])
             answer = b""
             while chunk := upload.recv(65536):
