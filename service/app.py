@@ -88,8 +88,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     if group is not None:
         state.unloaded = group.unloaded()  # the group's, when this worker replaces one
         asyncio.get_running_loop().add_signal_handler(UNLOAD_OTHERS, _unload_as_told, state, group)
-        refreshing = asyncio.create_task(_refresh_metrics(state))
         group.mark_ready()
+        refreshing = asyncio.create_task(_tick(state, group))
     try:
         yield
     finally:
@@ -126,11 +126,17 @@ def _unload_as_told(state: AppState, group: ProcessGroup) -> None:
     group.acknowledge(generation)
 
 
-async def _refresh_metrics(state: AppState) -> None:
-    """A worker's live gauges into the group's files, so that the worker scraped reports the others' within a second."""
+async def _tick(state: AppState, group: ProcessGroup) -> None:
+    """Once a second, on the event loop: this worker's mark renewed (a loop that hangs stops renewing it, and the
+    supervisor replaces the worker: group.stalled), and its live gauges into the group's files, so that the worker
+    scraped reports the others' within a second."""
     while True:
-        state.metrics.refresh()
         await asyncio.sleep(1.0)
+        group.mark_ready()
+        try:
+            state.metrics.refresh()
+        except OSError as e:  # a full disk stops the gauges, not the worker
+            log.warning("live gauges not written for the group: %s", e)
 
 
 async def _load_in_background(state: AppState, card: ModelCard, grpc_server: GrpcServer | None) -> None:

@@ -23,26 +23,42 @@ class ProcessGroup:
     size: int
     directory: Path
     supervisor: int  # its pid: the workers' parent, PID 1 itself where it is a container's first process
+    stall_s: float = 0.0  # a mark older than this is a hung worker's (Settings.worker_stall_s); 0: marks never go stale
 
     def mark_ready(self) -> None:
+        """Warm, and alive: written once the models are warm, then again every second by the worker's event loop, so
+        that a worker whose loop hangs stops being counted (and is replaced: stalled)."""
         (self.directory / "ready" / str(os.getpid())).touch()
 
     def mark_gone(self, pid: int | None = None) -> None:
         (self.directory / "ready" / str(pid or os.getpid())).unlink(missing_ok=True)
 
     def all_ready(self) -> bool:
-        """Every worker is warm: `size` of them marked, each still alive (a killed one cannot take its mark away)."""
+        """Every worker is warm: `size` of them marked, each still alive (a killed one cannot take its mark away) and
+        its mark fresh (a hung one cannot renew it)."""
         return len(self._ready()) >= self.size
 
+    def stalled(self, pid: int) -> float | None:
+        """How long warm worker `pid` has not renewed its mark, when that is longer than `stall_s`; None otherwise (alive,
+        not warm yet, gone, or no limit)."""
+        if not self.stall_s:
+            return None
+        try:
+            age = time.time() - (self.directory / "ready" / str(pid)).stat().st_mtime
+        except FileNotFoundError:
+            return None
+        return age if age > self.stall_s else None
+
     def _ready(self) -> list[int]:
-        """The pids of the warm workers still alive."""
+        """The pids of the warm workers still alive and not stalled."""
         alive = []
         for entry in os.scandir(self.directory / "ready"):
             try:
                 os.kill(pid := int(entry.name), 0)
             except (ProcessLookupError, ValueError):
                 continue
-            alive.append(pid)
+            if self.stalled(pid) is None:
+                alive.append(pid)
         return alive
 
     def others_reload(self, unloaded: frozenset[str]) -> int:

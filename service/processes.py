@@ -16,10 +16,12 @@ one service:
 - SIGHUP: passed to every worker, each reloads the weights without downtime (service/loading.py). A load or an unload
   through the model repository extension is done by the worker that took it, which then asks the supervisor (SIGUSR1,
   SIGUSR2) to have the others do the same.
-- A worker that dies is replaced. Its connections are lost with it (a client sees them closed), those waiting in its
-  socket's queue too (Linux's net.ipv4.tcp_migrate_req=1 hands those to the others instead); the others take every
-  new one until its replacement is warm, and /readyz answers 503 meanwhile. A worker that fails to start (weights that
-  do not load) stops the service, as one process would: a start-up failure repeats on every try.
+- A worker that dies is replaced, and so is one that hangs: each warm worker's event loop renews its mark every
+  second, and one that has not for CAPSNET_WORKER_STALL_S (10 s) is counted as not ready, killed and replaced. Its
+  connections are lost with it (a client sees them closed), those waiting in its socket's queue too (Linux's
+  net.ipv4.tcp_migrate_req=1 hands those to the others instead); the others take every new one until its replacement
+  is warm, and /readyz answers 503 meanwhile. A worker that fails to start (weights that do not load) stops the
+  service, as one process would: a start-up failure repeats on every try.
 """
 
 from __future__ import annotations
@@ -158,7 +160,7 @@ class Supervisor:
         for stale in metrics_dir.glob("*.db"):  # a previous run's counts are not this one's
             stale.unlink()
         os.environ[METRICS_DIR_ENV] = str(metrics_dir)
-        group = ProcessGroup(s.processes, Path(tempfile.mkdtemp(prefix="capsnet-group-")), os.getpid())
+        group = ProcessGroup(s.processes, Path(tempfile.mkdtemp(prefix="capsnet-group-")), os.getpid(), s.worker_stall_s)
         (group.directory / "ready").mkdir()
         # the signals are taken one at a time below, with the sender's pid; multiprocessing's resource tracker is started
         # first, as starting it unblocks SIGTERM
@@ -171,6 +173,7 @@ class Supervisor:
                 info = signal.sigtimedwait(HANDLED, 0.5)
                 if info is not None:
                     self._on_signal(info.si_signo, info.si_pid)
+                self._kill_stalled(group)
                 self._reap(address, group)
                 self._hurry()
         finally:
@@ -212,6 +215,17 @@ class Supervisor:
             for worker in self.workers:
                 if worker.exitcode is None:
                     worker.kill()
+
+    def _kill_stalled(self, group: ProcessGroup) -> None:
+        """A warm worker whose event loop has stopped renewing its mark is killed, then replaced as one that died: hung, it
+        would hold the connections the kernel hands it, and answer none (a drain is judged by _hurry instead)."""
+        if self.stopping_since is not None:
+            return
+        for worker in self.workers:
+            if worker.exitcode is None and (age := group.stalled(worker.pid)) is not None:  # type: ignore[arg-type]
+                log.error("worker %d has not marked itself alive for %.0f s: killing it", worker.pid, age)
+                worker.kill()
+                worker.join(5)
 
     def _reap(self, address: tuple[str, int], group: ProcessGroup) -> None:
         for worker in list(self.workers):

@@ -35,6 +35,13 @@ class Settings(BaseSettings):
         "one CPU only (its affinity and its cgroup's CPU quota); on two cores two served more requests than one at 4 and "
         "16 clients (docs/scale-out.md)",
     )
+    worker_stall_s: float = Field(
+        10.0,
+        ge=0,
+        description="with several processes: a warm worker whose event loop has not marked itself alive (once a second) "
+        "for this long is killed and replaced, and the group is not ready meanwhile, as with a worker that died: a hung "
+        "worker would otherwise hold the connections the kernel hands it. 0: never",
+    )
     api_keys_file: Path | None = Field(
         None,
         description="a file of API keys, one a line: with it, every request but the probes, the page and what it loads before "

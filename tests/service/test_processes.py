@@ -210,6 +210,30 @@ def test_a_killed_worker_is_replaced_while_clients_are_answered(tmp_path):
         server.stop()
 
 
+def test_a_hung_worker_is_not_ready_and_is_replaced(tmp_path):
+    """A worker whose event loop stops (SIGSTOP: it holds its connections and answers none) is counted out of the group's
+    readiness within CAPSNET_WORKER_STALL_S, killed and replaced; the group is ready again once the replacement is warm."""
+    server = Server({"CAPSNET_PROCESSES": "2", "CAPSNET_WORKER_STALL_S": "2"}, weights=weights_dir(tmp_path)).wait_ready(120)
+    try:
+        victim, survivor = workers(server.proc.pid)
+        os.kill(victim, signal.SIGSTOP)
+
+        def readyz() -> int | str:
+            try:  # a new connection the kernel hands the stopped worker is never answered
+                return httpx.get(server.url + "/readyz", timeout=1).status_code
+            except httpx.TransportError as e:
+                return type(e).__name__
+
+        wait_for(lambda: readyz() == 503, what="not ready with a hung worker")
+        wait_for(lambda: victim not in workers(server.proc.pid) and len(workers(server.proc.pid)) == 2, what="replacement")
+        wait_for(lambda: readyz() == 200, timeout=120, what="ready again")
+        assert survivor in workers(server.proc.pid)
+        assert [predict(server.url, png).status_code for png in PNGS] == [200] * len(PNGS)
+        assert f"worker {victim} has not marked itself alive" in server.output()
+    finally:
+        server.stop()
+
+
 def test_sigterm_drains_every_worker_with_nothing_lost(tmp_path):
     """Requests in flight on both workers when the supervisor gets SIGTERM are all answered; then it exits 0."""
     server = Server({"CAPSNET_PROCESSES": "2"}, weights=weights_dir(tmp_path)).wait_ready(120)
