@@ -4,6 +4,9 @@ before."""
 
 from __future__ import annotations
 
+import json
+import socket
+
 import httpx
 import numpy as np
 import pytest
@@ -14,6 +17,17 @@ from harness.edge import running_edge
 from harness.server import free_port
 from tests.edge.helpers import need_haproxy
 from tests.service.oip.test_grpc_server import GrpcServer
+
+
+def raw_request(port: int, method: str, path: str) -> tuple[int, bytes]:
+    """One request with its path exactly as given, on a connection of its own: (status, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
 
 
 def test_internals_and_the_model_repository_only_to_the_admin_network() -> None:
@@ -32,6 +46,14 @@ def test_internals_and_the_model_repository_only_to_the_admin_network() -> None:
                         else:
                             assert r.status_code == 403 and r.json()["error"] == "forbidden", path
                     assert c.get("/readyz").status_code == 200 and c.get("/").status_code == 200
+                # the same paths percent-encoded, sent as written (a client library may decode them first): the service
+                # decodes before it routes, so the edge must too
+                for method, path in (("GET", "/%6Detrics"), ("GET", "/%6dodel"), ("POST", "/v2/%72epository/index")):
+                    status, body = raw_request(port, method, path)
+                    if allowed:
+                        assert status == 200, path
+                    else:
+                        assert status == 403 and json.loads(body)["error"] == "forbidden", path
                 with tgrpc.InferenceServerClient(f"127.0.0.1:{grpc_port}") as client:
                     x = tgrpc.InferInput("image", [1, 1, 28, 28], "FP32")
                     x.set_data_from_numpy(np.zeros((1, 1, 28, 28), np.float32))
