@@ -125,10 +125,10 @@ def test_the_front_points_at_the_predictor_and_scales_on_cpu():
     assert env["CAPSNET_ENGINE_URL"] == f"http://{host}"
     settings = Settings.model_fields
     assert {k.removeprefix("CAPSNET_").lower() for k in env} <= set(settings), "every variable is a setting of the service"
-    # Kubernetes' own gRPC probe on grpc.health.v1 for readiness; the KServe v2 REST liveness; the start-up on /healthz
+    # Kubernetes' own gRPC probe on grpc.health.v1 for readiness; liveness and start-up on the front's own /healthz
     assert container["readinessProbe"]["grpc"]["service"] == "inference.GRPCInferenceService"
-    assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
-    assert container["startupProbe"]["httpGet"]["path"] == "/healthz"
+    own = ["python", "-m", "service.healthcheck", "--url", f"http://127.0.0.1:{env['CAPSNET_PORT']}/healthz"]
+    assert container["livenessProbe"]["exec"]["command"] == container["startupProbe"]["exec"]["command"] == own
     assert container["resources"]["requests"]["cpu"], "CPU utilisation is measured against the request"
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
@@ -150,21 +150,56 @@ def test_clients_and_probes_reach_the_front_through_the_edge_with_its_configurat
     edge_env = {e["name"]: e["value"] for e in edge["env"]}
     assert front_env["CAPSNET_HOST"] == "127.0.0.1" and "ports" not in front
     assert edge_env["EDGE_UPSTREAM"] == f"127.0.0.1:{front_env['CAPSNET_PORT']}"
-    port, grpc = edge["ports"]
+    port, grpc, _ = edge["ports"]  # and the metrics port: test_prometheus_scrapes_the_edges_metrics_port
     assert port["name"] == "http" and edge_env["EDGE_BIND"] == f":{port['containerPort']}"
     assert grpc["name"] == "grpc" and edge_env["EDGE_GRPC_BIND"] == f":{grpc['containerPort']}"
     assert edge_env["EDGE_GRPC_UPSTREAM"] == f"127.0.0.1:{front_env['CAPSNET_GRPC_PORT']}"
     assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http", "grpc"]
-    assert front["readinessProbe"]["grpc"]["port"] == grpc["containerPort"]
-    for probe in ("livenessProbe", "startupProbe"):
-        assert front[probe]["httpGet"]["port"] == port["containerPort"], probe
+    assert front["readinessProbe"]["grpc"]["port"] == grpc["containerPort"]  # readiness as clients are answered
+    assert edge["livenessProbe"]["tcpSocket"]["port"] == port["containerPort"]  # the edge's own
     edge_dir = REPO / "deploy" / "edge"
     files = {"haproxy.cfg": edge_dir / "haproxy.cfg", **{p.name: p for p in (edge_dir / "errors").iterdir()}}
     assert config_map["data"] == {k: p.read_text() for k, p in files.items()}, "regenerate the ConfigMap (front.yaml's header)"
-    (volume,) = pod["volumes"]
+    (volume,) = [v for v in pod["volumes"] if "configMap" in v]
     assert volume["configMap"]["name"] == config_map["metadata"]["name"]
     assert {i["key"]: i["path"] for i in volume["configMap"]["items"]} == {k: str(p.relative_to(edge_dir)) for k, p in files.items()}
     assert edge["volumeMounts"] == [{"name": volume["name"], "mountPath": "/usr/local/etc/haproxy", "readOnly": True}]
+
+
+def test_prometheus_scrapes_the_edges_metrics_port():
+    """The main port keeps /metrics to EDGE_ADMIN_FROM (loopback); a scraper in another pod reaches the edge's metrics
+    port, which serves GET /metrics alone (tests/edge/test_refusals.py), named by the pod's annotations."""
+    deployment = _front()["Deployment"]
+    template = deployment["spec"]["template"]
+    edge = {c["name"]: c for c in template["spec"]["containers"]}["edge"]
+    metrics = {p["name"]: p["containerPort"] for p in edge["ports"]}["metrics"]
+    assert {e["name"]: e["value"] for e in edge["env"]}["EDGE_METRICS_BIND"] == f":{metrics}"
+    annotations = template["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/port"] == str(metrics)
+    assert annotations["prometheus.io/path"] == "/metrics"
+
+
+def test_the_front_starts_drains_and_writes_where_the_pod_lets_it():
+    """What a real cluster does to the front: its root filesystem read-only (the worker processes' group and metrics
+    files need a writable /tmp), a start-up that waits for the predictor (the probe outlasts that wait), and a stop that
+    waits out the preStop, then the drain and the supervisor's last 10 s before SIGKILL (the pod's grace outlasts it)."""
+    pod = _front()["Deployment"]["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    front = containers["front"]
+    env = {e["name"]: e["value"] for e in front["env"]}
+    assert front["securityContext"]["readOnlyRootFilesystem"] and int(env["CAPSNET_PROCESSES"]) > 1
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (tmp,) = [m for m in front["volumeMounts"] if m["mountPath"] == "/tmp"]
+    assert "emptyDir" in volumes[tmp["name"]] and not tmp.get("readOnly")
+    settings = Settings.model_fields
+    engine_wait = float(env.get("CAPSNET_ENGINE_START_TIMEOUT_S", settings["engine_start_timeout_s"].default))
+    startup = front["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] > engine_wait
+    drain = float(env.get("CAPSNET_GRACEFUL_TIMEOUT_S", settings["graceful_timeout_s"].default))
+    for name, container in containers.items():
+        pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
+        assert pre_stop[0] == "sleep", name
+        assert pod["terminationGracePeriodSeconds"] > int(pre_stop[1]) + drain + 10, name
 
 
 def test_a_node_drain_leaves_the_front_serving():
