@@ -45,7 +45,7 @@ DESCRIPTION = """A Capsule Network (Sabour, Frosst & Hinton, 2017) trained on MN
 `/reconstruct` and `/perturb` drive the decoder with a pose of your choosing. Errors are JSON:
 `{"error": code, "detail": message}`; a 422 from the schema lists each invalid field in `errors`, one from a check the
 schema cannot make (a pose's length or range, the number of deltas or batch items, the pixels' shape) names it in
-`detail`. A method a path does not take is a 405 (`method_not_allowed`) before anything else is looked at; every GET
+`detail`. A method a path does not take is a 405 (`method_not_allowed`) before anything but the API key is looked at; every GET
 endpoint also answers HEAD.
 
 `/v2` is the Open Inference Protocol (KServe v2 / Triton) for its four graphs, `capsnet`, `decoder`, `multimnist` and

@@ -60,6 +60,15 @@ def test_the_models_and_internals_need_a_key(client):
     assert client.get("/metrics", headers={"Authorization": "Bearer another-key"}).status_code == 200
 
 
+def test_a_wrong_method_is_told_once_the_key_passes(client):
+    """The key is asked before anything else (docs/api.md): a wrong method on a path that needs it is a 401 without the
+    key, and the 405 naming the methods with it; on an open path the 405 comes at once."""
+    assert client.put("/predict").status_code == 401
+    allowed = client.put("/predict", headers={"Authorization": f"Bearer {KEY}"})
+    assert allowed.status_code == 405 and allowed.headers["allow"] == "POST"
+    assert client.post("/healthz").status_code == 405
+
+
 def test_the_probes_and_the_page_need_none(client):
     for path in ("/healthz", "/readyz", "/v2/health/live", "/v2/health/ready", "/", "/static/app.js", "/openapi.json", "/dimensions"):
         assert client.get(path).status_code == 200, path
