@@ -27,10 +27,10 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from bench import loop_profile
-from bench.grpc import _grpc_messages, _images, _rest_binary, grpc_load
+from bench.grpc import _grpc_messages, grpc_load
 from bench.loadgen import Result, load
 from harness.clients import build_request, multipart_png
-from harness.payloads import browser_png, digit_pngs
+from harness.payloads import browser_png, digit_pngs, oip_binary_requests, tensor_images
 from harness.server import REPO, Server, cpu_by_role, free_port
 
 log = logging.getLogger("bench.front")
@@ -79,7 +79,7 @@ def _kinds(port: int) -> dict[str, list[bytes]]:
             )
             for x in pixels
         ],
-        "/v2 capsnet, binary tensors": _rest_binary(port, _images(16)),
+        "/v2 capsnet, binary tensors": oip_binary_requests(port, tensor_images(16)),
     }
 
 
@@ -139,7 +139,7 @@ def _service(duration_s: float, max_requests: int) -> tuple[dict[str, dict], dic
         for kind, requests in _kinds(server.port).items():
             rows[kind] = _row(server.proc.pid, lambda r=requests: load(server.url, r, CLIENTS, duration_s, max_requests))
             log.info("service %s: %s", kind, rows[kind])
-        messages = _grpc_messages(_images(16))
+        messages = _grpc_messages(tensor_images(16))
         rows["gRPC capsnet"] = _row(
             server.proc.pid, lambda: grpc_load(f"127.0.0.1:{grpc_port}", messages, CLIENTS, duration_s, max_requests)
         )

@@ -32,42 +32,14 @@ from tritonclient.grpc import service_pb2 as pb
 
 from bench.loadgen import Result, Send, closed_loop, load
 from harness.clients import LOOPBACK, build_request
+from harness.payloads import OIP_INFER, oip_binary_requests, tensor_images
 from harness.server import Server, free_port
 
 log = logging.getLogger("bench.grpc")
 CONCURRENCY = (1, 4, 16)
 TRACING_CONCURRENCY = (1, 16)
-PATH = "/v2/models/capsnet/infer"
+PATH = OIP_INFER
 INFER = "/inference.GRPCInferenceService/ModelInfer"
-
-
-def _images(n: int = 16) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    out = []
-    for _ in range(n):
-        image = np.zeros((1, 1, 28, 28), np.float32)
-        image[0, 0, 6:22, 12:16] = rng.uniform(0.8, 1.0, (16, 4)).astype(np.float32)
-        out.append(image)
-    return out
-
-
-def _rest_binary(port: int, images: list[np.ndarray]) -> list[bytes]:
-    out = []
-    for x in images:
-        raw = x.astype("<f4").tobytes()
-        head = orjson.dumps(
-            {
-                "inputs": [{"name": "image", "datatype": "FP32", "shape": [1, 1, 28, 28], "parameters": {"binary_data_size": len(raw)}}],
-                "outputs": [
-                    {"name": "lengths", "parameters": {"binary_data": True}},
-                    {"name": "poses", "parameters": {"binary_data": True}},
-                ],
-            }
-        )
-        # build_request's own head, with the header that says where the JSON ends
-        request = build_request("127.0.0.1", port, PATH, head + raw, "application/octet-stream")
-        out.append(request.replace(b"\r\n", f"\r\nInference-Header-Content-Length: {len(head)}\r\n".encode(), 1))
-    return out
 
 
 def _rest_json(port: int, images: list[np.ndarray]) -> list[bytes]:
@@ -138,11 +110,11 @@ def transports(duration_s: float, max_requests: int = 20000) -> dict:
     grpc_port = free_port()
     server = Server({"CAPSNET_GRPC_PORT": str(grpc_port)}).wait_ready()
     try:
-        images = _images()
+        images = tensor_images()
         target = f"127.0.0.1:{grpc_port}"
         clients = {
             "gRPC (raw contents)": lambda c, d, n: grpc_load(target, _grpc_messages(images), c, d, n),
-            "REST /v2 (binary extension)": lambda c, d, n: load(server.url, _rest_binary(server.port, images), c, d, n),
+            "REST /v2 (binary extension)": lambda c, d, n: load(server.url, oip_binary_requests(server.port, images), c, d, n),
             "REST /v2 (JSON)": lambda c, d, n: load(server.url, _rest_json(server.port, images), c, d, n),
         }
         for name, run in clients.items():  # warm-up, and a check that each way is answered

@@ -38,12 +38,14 @@ def model_files(weights: Path) -> dict[str, Path]:
     return {"fp32": weights / FP32_FILE, **({"int8": weights / card["int8"]["file"]} if "int8" in card else {})}
 
 
-def session(path: Path):
-    """onnxruntime's defaults on the CPU (one spinning thread per core): the in-process rate the service is held to."""
+def session(path: Path, threads: int = 0):
+    """onnxruntime's defaults on the CPU (one spinning thread per core): the in-process rate the service is held to.
+    `threads` 1: the model on one core, as the service runs a batch while other requests are in flight."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = threads
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.loadgen import load
 from bench.model import images_per_s, model_files, session
-from harness.payloads import predict_requests, reconstruct_requests
+from harness.payloads import oip_binary_requests, predict_requests, reconstruct_requests, tensor_images
 from harness.server import Server
 
 CONCURRENCY = (1, 4, 16, 64)
@@ -106,30 +106,48 @@ def _floor(server: Server, duration_s: float, max_requests: int) -> dict:
 def _paired(
     server: Server, reqs: list[bytes], model_file: Path, duration_s: float, max_requests: int, rounds: int, batch: int
 ) -> list[dict]:
-    """The service at 16 clients against the same file in process, measured back to back, `rounds` times.
+    """The service at 16 clients against the same file in process, measured back to back, `rounds` times: `/predict`
+    (the uploads `reqs`), then the Open Inference Protocol's binary path (`v2`), each run between two in-process runs.
 
-    Why: this machine's speed drifts (in-process INT8 measured 1,172-1,695 images/s within one hour), and the
-    model table is taken minutes before the service table; a ratio of two figures from different minutes
-    carries that drift. Here each service run is bracketed by in-process runs (the server idle meanwhile: its
-    threads do not spin) and divided by their mean, so drift during the pair cancels to first order."""
-    sess = session(model_file)
+    Why bracketed: this machine's speed drifts (in-process INT8 measured 1,172-1,695 images/s within one hour), and the
+    model table is taken minutes before the service table; a ratio of two figures from different minutes carries that
+    drift. Here each service run is divided by the mean of the in-process runs just before and after it (the server idle
+    meanwhile: its threads do not spin), so drift during the pair cancels to first order.
+
+    Why the protocol's path and one thread too: /v2 with binary tensors does no image work (no decoding, preprocessing,
+    redrawing or answer to build), so its ratio is what the service's HTTP, batching and model reach without any of
+    the front's image work; and under load the service runs its batches on one thread (CAPSNET_INTRA_OP_THREADS_BUSY),
+    leaving the event loop a core, so the one-thread rate in process is what its model has to give."""
+    sess, one = session(model_file), session(model_file, threads=1)
+
+    def rates() -> tuple[float, float]:
+        return images_per_s(sess, batch, PAIRED_IN_PROCESS_S)[1], images_per_s(one, batch, PAIRED_IN_PROCESS_S)[1]
+
+    def row(r: dict, before: tuple[float, float], after: tuple[float, float]) -> dict:
+        both, single = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+        return {
+            "in_process_batch": batch,
+            "in_process_before": round(before[0], 1),
+            "in_process_after": round(after[0], 1),
+            "in_process_images_per_s": round(both, 1),
+            "one_thread_images_per_s": round(single, 1),
+            "service_rps": r["throughput_rps"],
+            "errors": r["errors"],
+            "p50_ms": r["p50_ms"],
+            "ratio": round(r["throughput_rps"] / both, 3),
+            "ratio_one_thread": round(r["throughput_rps"] / single, 3),
+        }
+
+    v2 = oip_binary_requests(server.port, tensor_images())
+    load(server.url, v2, 4, 1.0, 200)  # warm-up
     out = []
-    _, before = images_per_s(sess, batch, PAIRED_IN_PROCESS_S)
+    before = rates()
     for _ in range(rounds):
         r = load(server.url, reqs, PAIRED_CLIENTS, duration_s, max_requests).summary()
-        _, after = images_per_s(sess, batch, PAIRED_IN_PROCESS_S)
-        in_process = (before + after) / 2
-        out.append(
-            {
-                "in_process_batch": batch,
-                "in_process_before": round(before, 1),
-                "in_process_after": round(after, 1),
-                "in_process_images_per_s": round(in_process, 1),
-                "service_rps": r["throughput_rps"],
-                "errors": r["errors"],
-                "p50_ms": r["p50_ms"],
-                "ratio": round(r["throughput_rps"] / in_process, 3),
-            }
-        )
+        middle = rates()
+        predict = row(r, before, middle)
+        r = load(server.url, v2, PAIRED_CLIENTS, duration_s, max_requests).summary()
+        after = rates()
+        out.append({**predict, "v2": row(r, middle, after)})
         before = after
     return out

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import orjson
 from PIL import Image
 
 from harness.clients import build_request, multipart_png
@@ -58,6 +59,41 @@ def predict_requests(url_host: str, port: int, n: int = 32) -> list[bytes]:
         body, ctype = multipart_png(png)
         reqs.append(build_request(url_host, port, "/predict", body, ctype))
     return reqs
+
+
+OIP_INFER = "/v2/models/capsnet/infer"
+
+
+def tensor_images(n: int = 16) -> list[np.ndarray]:
+    """float32 [1,1,28,28] each: a bar of slightly varying ink, as a client that preprocesses itself sends the network."""
+    rng = np.random.default_rng(0)
+    out = []
+    for _ in range(n):
+        image = np.zeros((1, 1, 28, 28), np.float32)
+        image[0, 0, 6:22, 12:16] = rng.uniform(0.8, 1.0, (16, 4)).astype(np.float32)
+        out.append(image)
+    return out
+
+
+def oip_binary_requests(port: int, images: list[np.ndarray]) -> list[bytes]:
+    """`capsnet` inferences over the Open Inference Protocol's REST binary tensor extension (raw bytes after the JSON
+    head), lengths and poses asked for as binary: the service's path with no image work of its own."""
+    out = []
+    for x in images:
+        raw = x.astype("<f4").tobytes()
+        head = orjson.dumps(
+            {
+                "inputs": [{"name": "image", "datatype": "FP32", "shape": [1, 1, 28, 28], "parameters": {"binary_data_size": len(raw)}}],
+                "outputs": [
+                    {"name": "lengths", "parameters": {"binary_data": True}},
+                    {"name": "poses", "parameters": {"binary_data": True}},
+                ],
+            }
+        )
+        # build_request's own head, with the header that says where the JSON ends
+        request = build_request("127.0.0.1", port, OIP_INFER, head + raw, "application/octet-stream")
+        out.append(request.replace(b"\r\n", f"\r\nInference-Header-Content-Length: {len(head)}\r\n".encode(), 1))
+    return out
 
 
 def reconstruct_requests(url_host: str, port: int, n: int = 32) -> list[bytes]:

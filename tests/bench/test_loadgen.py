@@ -47,8 +47,12 @@ def test_paired_ratio_divides_each_service_run_by_the_in_process_rates_around_it
     rows = _paired(server, predict_requests("127.0.0.1", server.port, 4), int8_file, duration_s=0.5, max_requests=30, rounds=2, batch=4)
     assert len(rows) == 2
     for r in rows:
-        assert r["in_process_batch"] == 4 and r["in_process_images_per_s"] > 0 and r["errors"] == 0
-        assert abs(r["in_process_images_per_s"] - (r["in_process_before"] + r["in_process_after"]) / 2) <= 0.1
-        # from the unrounded rates: the rounded ones shown beside it may move the third decimal by one
-        assert abs(r["ratio"] - r["service_rps"] / r["in_process_images_per_s"]) <= 0.0015
-    assert rows[1]["in_process_before"] == rows[0]["in_process_after"]  # one in-process run between two service runs
+        for run in (r, r["v2"]):  # /predict, and the protocol's binary path in the same round
+            assert run["in_process_batch"] == 4 and run["in_process_images_per_s"] > 0 and run["errors"] == 0
+            assert run["service_rps"] > 0 and run["one_thread_images_per_s"] > 0
+            assert abs(run["in_process_images_per_s"] - (run["in_process_before"] + run["in_process_after"]) / 2) <= 0.1
+            # from the unrounded rates: the rounded ones shown beside it may move the third decimal by one
+            assert abs(run["ratio"] - run["service_rps"] / run["in_process_images_per_s"]) <= 0.0015
+            assert abs(run["ratio_one_thread"] - run["service_rps"] / run["one_thread_images_per_s"]) <= 0.0015
+        assert r["v2"]["in_process_before"] == r["in_process_after"]  # the in-process run between the two is shared
+    assert rows[1]["in_process_before"] == rows[0]["v2"]["in_process_after"]  # one in-process run between two service runs

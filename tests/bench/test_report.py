@@ -71,6 +71,34 @@ def test_paired_rounds_give_their_own_ratios_and_median(tmp_path):
     assert "| 2 | 1300.0 | 1100.0 | 780.0 | 0.65 | 20.0 | 0 |" in md  # round 2 divided by the mean of the runs around it
 
 
+def test_paired_rounds_set_the_protocols_path_and_the_one_thread_model_beside_predict(tmp_path):
+    ort = [{"batch": b, "latency_ms": 1.0, "images_per_s": 1000.0, "gflops": 1, "fraction_of_roofline": 0.8} for b in (1, 32)]
+    row = lambda c, rps: {"concurrency": c, "requests": 10, "throughput_rps": rps, "p50_ms": 3.0, "p95_ms": 3, "p99_ms": 3, "errors": 0}  # noqa: E731
+
+    def run(service_rps: float, both: float, one: float) -> dict:
+        return {
+            "in_process_batch": 8,
+            "in_process_before": both,
+            "in_process_after": both,
+            "in_process_images_per_s": both,
+            "one_thread_images_per_s": one,
+            "service_rps": service_rps,
+            "errors": 0,
+            "p50_ms": 25.0,
+            "ratio": round(service_rps / both, 3),
+            "ratio_one_thread": round(service_rps / one, 3),
+        }
+
+    paired = [{**run(predict, 1000.0, 600.0), "v2": run(v2, 1000.0, 600.0)} for predict, v2 in ((500.0, 520.0), (540.0, 480.0))]
+    _write(tmp_path, ort, {"paired": paired, "endpoints": {"/predict": [row(1, 300.0), row(16, 500.0)], "/reconstruct": [row(1, 1500.0)]}})
+    md = render(tmp_path)
+    assert "| fp32 | >= 0.6 | 0.50, 0.54 (median 0.52) |" in md
+    assert "| the same for /v2 with binary tensors, which does no image work | fp32 |  | 0.52, 0.48 (median 0.50) |" in md
+    assert "over the model in process on one thread (what a batch under load runs on) | fp32 |  | 0.83, 0.90 |" in md
+    assert "| 1 | /v2 capsnet, binary tensors | 1000.0 | 600.0 | 520.0 | 0.52 | 0.867 | 25.0 | 0 |" in md
+    assert "| 2 | /predict, 28x28 PNG upload | 1000.0 | 600.0 | 540.0 | 0.54 | 0.9 | 25.0 | 0 |" in md
+
+
 def test_the_ceiling_of_the_paired_ratio_is_the_model_cpu_over_the_least_a_request_can_cost(tmp_path):
     """On 2 cores, in-process at 500 images/s is 4.0 ms of CPU an image; a /predict whose model costs 3.6 ms and whose
     HTTP costs what a GET that does nothing costs (0.35 + 0.05 ms) can reach at best 4.0 / 4.0 = 1.00 of it; with the
