@@ -5,7 +5,6 @@ before."""
 from __future__ import annotations
 
 import json
-import socket
 
 import httpx
 import numpy as np
@@ -15,19 +14,8 @@ from tritonclient.utils import InferenceServerException
 
 from harness.edge import running_edge
 from harness.server import free_port
-from tests.edge.helpers import need_haproxy
+from tests.edge.helpers import need_haproxy, raw_request
 from tests.service.oip.test_grpc_server import GrpcServer
-
-
-def raw_request(port: int, method: str, path: str) -> tuple[int, bytes]:
-    """One request with its path exactly as given, on a connection of its own: (status, body)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
-        answer = b""
-        while chunk := s.recv(65536):
-            answer += chunk
-    head, _, body = answer.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body
 
 
 def test_internals_and_the_model_repository_only_to_the_admin_network() -> None:

@@ -14,8 +14,7 @@ import pytest
 
 from harness.edge import running_edge
 from harness.server import free_port
-from tests.edge.helpers import need_haproxy
-from tests.edge.test_internals import raw_request
+from tests.edge.helpers import need_haproxy, raw_request
 
 METRICS = b"capsnet_requests_total 0\n"
 
