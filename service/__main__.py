@@ -6,7 +6,18 @@ uvicorn closes idle keep-alive connections and the service refuses a body that a
 uvicorn has no timeout for a request's headers: facing strangers, run it behind deploy/edge/haproxy.cfg, as
 docker-compose.yml and deploy/kserve do."""
 
-from service.processes import main
+import signal
+
+from service.group import HANDLED
+
+# Blocked before anything starts a thread (numpy's and onnxruntime's imports do), so that every thread inherits the mask.
+# The supervisor waits for these signals on its main thread (sigtimedwait), and the kernel hands a signal sent to the
+# process to any thread that does not block it: there it would take the default action, killing the supervisor with no
+# drain, or, the process being a container's PID 1, being dropped, and the container killed at the end of its stop
+# grace period. One process alone unblocks them on its main thread again (service/processes.py: main).
+signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+
+from service.processes import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RELOAD_OTHERS, UNLOAD_OTHERS = signal.SIGUSR1, signal.SIGUSR2  # from a worker to the supervisor: everyone else, do as I did
+# what the supervisor takes, one at a time with the sender's pid (service/processes.py), and blocks in every thread
+HANDLED = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, RELOAD_OTHERS, UNLOAD_OTHERS}
 SILENT = "not done within"  # how others_done words a worker that has not acknowledged in time, apart from one that failed
 
 

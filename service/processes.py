@@ -45,7 +45,7 @@ import uvicorn
 from prometheus_client import multiprocess
 
 from service.app import create_app
-from service.group import RELOAD_OTHERS, UNLOAD_OTHERS, ProcessGroup
+from service.group import HANDLED, RELOAD_OTHERS, UNLOAD_OTHERS, ProcessGroup
 from service.http.auth import KeysError
 from service.http.framing import JSONFramingErrors
 from service.settings import Settings, get_settings
@@ -55,7 +55,6 @@ log = logging.getLogger("capsnet.processes")
 
 STARTUP_FAILURE = 3  # uvicorn's code for a server that never started
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client reads it when imported
-HANDLED = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2}
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -162,8 +161,9 @@ class Supervisor:
         os.environ[METRICS_DIR_ENV] = str(metrics_dir)
         group = ProcessGroup(s.processes, Path(tempfile.mkdtemp(prefix="capsnet-group-")), os.getpid(), s.worker_stall_s)
         (group.directory / "ready").mkdir()
-        # the signals are taken one at a time below, with the sender's pid; multiprocessing's resource tracker is started
-        # first, as starting it unblocks SIGTERM
+        # the signals are taken one at a time below, with the sender's pid, blocked in every thread since the process began
+        # (service/__main__.py); multiprocessing's resource tracker is started first, as starting it unblocks SIGINT and
+        # SIGTERM on this thread, then they are blocked again
         resource_tracker.ensure_running()
         signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
         log.info("%d worker processes on %s:%d (metrics in %s)", s.processes, *address, metrics_dir)
@@ -248,4 +248,7 @@ class Supervisor:
 def main() -> None:
     s = get_settings()
     configure_logging(s)
-    sys.exit(serve(s) if s.processes == 1 else Supervisor(s).run())
+    if s.processes == 1:  # uvicorn's handlers take the signals, on this thread (the others keep them blocked)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
+        sys.exit(serve(s))
+    sys.exit(Supervisor(s).run())

@@ -84,4 +84,6 @@ def test_stop_answers_the_request_in_flight_and_exits_0(engine: Engine, stack: t
     status, answer = in_flight_at_stop(port, stop)
     assert status == 200, answer
     assert answer["prediction"] == 7
-    assert engine.inspect(service)["State"]["ExitCode"] == 0
+    state = engine.inspect(service)["State"]
+    killed = "137: killed at the end of the grace period"
+    assert state["ExitCode"] == 0, f"exit {state['ExitCode']} ({killed}); its log ends:\n{engine.logs(service)[-3000:]}"

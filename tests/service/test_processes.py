@@ -251,6 +251,32 @@ def test_sigterm_drains_every_worker_with_nothing_lost(tmp_path):
     server.stop()
 
 
+def blocked_signals(pid: int, tid: int) -> set[int]:
+    """The signals thread `tid` of process `pid` blocks (its SigBlk mask, as /proc shows it)."""
+    mask = next(line for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines() if line.startswith("SigBlk:"))
+    bits = int(mask.split()[1], 16)
+    return {n for n in range(1, 65) if bits >> (n - 1) & 1}
+
+
+def test_sigterm_reaches_the_supervisor_whichever_of_its_threads_the_kernel_picks(tmp_path):
+    """The kernel hands a signal sent to a process to any of its threads that does not block it. The supervisor waits for
+    its signals on its main thread; numpy's and onnxruntime's imports start threads of their own, and one of those
+    handed SIGTERM would take the default action: the supervisor killed outright, no drain, or as a container's PID 1
+    the signal dropped, and the container killed at the end of its stop grace period. So every other thread blocks them."""
+    server = Server({"CAPSNET_PROCESSES": "2"}, weights=weights_dir(tmp_path)).wait_ready(120)
+    try:
+        pid = server.proc.pid
+        others = [int(tid) for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid]
+        assert others, "the supervisor runs threads besides its main one (numpy's, onnxruntime's)"
+        handled = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2}
+        for tid in others:
+            assert handled <= blocked_signals(pid, tid), f"thread {tid} of the supervisor can be handed them"
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(60) == 0
+    finally:
+        server.stop()
+
+
 def test_a_worker_that_cannot_start_stops_the_group(tmp_path):
     weights = weights_dir(tmp_path)
     (weights / "capsnet.onnx").unlink()
