@@ -1250,16 +1250,20 @@ def test_a_random_test_pair_is_read_and_named(session: tuple[Any, Watch]) -> Non
         page.evaluate(f"() => {{ delete {verdict_data}.truth; delete {verdict_data}.predictions; }}")
         page.get_by_test_id("pair-random").click()
         # answered: the digits named, or none (a test pair the digits rule turns away, as it may a few in a thousand)
-        page.wait_for_function(f"() => !!{verdict_data}.truth && {verdict_data}.predictions !== undefined")
+        # and the region no longer busy: the answer on show is the newest request's, not one still on its way before it
+        page.wait_for_function(
+            f"() => !!{verdict_data}.truth && {verdict_data}.predictions !== undefined"
+            " && document.querySelector('[data-testid=\"pair-verdict\"]').getAttribute('aria-busy') === 'false'"
+        )
         verdict = page.get_by_test_id("pair-verdict")
         truth = verdict.get_attribute("data-truth").split(",")
         expect(verdict).to_contain_text(f"(the test pair: {truth[0]} and {truth[1]})")
         truth = set(truth)
         right += set(predictions(page).split(",")) == truth
-    # random pairs: at the card's 84%, 4 or more of 10 right fails once in about a thousand runs
-    # a one-in-a-thousand bar from the card's rate and ten tries (tests.conftest.fewest)
-    want = fewest(score["both_right"], 10)
-    assert right >= want, f"{right} of 10 random test pairs named (the card: {score['both_right']:.1%} of the test pairs both right)"
+    # a one-in-a-thousand bar from the card's rate for the service's reading, which the page shows, and ten tries
+    # (tests.conftest.fewest)
+    want = fewest(read, 10)
+    assert right >= want, f"{right} of 10 random test pairs named (the card: {read:.1%} of the test pairs read right)"
     page.locator("#pairs").screenshot(path=str(OUTPUT / "pairs-random.png"))
 
 
