@@ -45,6 +45,26 @@ def children(pid: int) -> list[int]:
     return kids
 
 
+def connections_held(pid: int, port: int) -> int:
+    """Established TCP connections on `port` whose socket the process holds (read from /proc, as `ss -p` reads them)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:[") : -1])
+    held = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            established = fields[3] == "01"
+            if established and int(fields[1].rsplit(":", 1)[1], 16) == port and fields[9] in inodes:
+                held += 1
+    return held
+
+
 def workers(pid: int) -> list[int]:
     """A supervisor's worker processes alive now (its other child is multiprocessing's resource tracker)."""
     out = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -13,7 +14,7 @@ import httpx
 import numpy as np
 import pytest
 
-from harness.server import Server, process_cpu_seconds
+from harness.server import Server, connections_held, process_cpu_seconds
 from tests.conftest import REPO, WEIGHTS
 
 
@@ -65,18 +66,22 @@ def test_missing_card_stops_startup(weights_copy):
 def test_sigterm_drains_in_flight_requests():
     s = Server().wait_ready()
     rng = np.random.default_rng(0)
-    body = {"pixels": (rng.random((64, 28, 28)) < 0.2).astype(float).tolist()}
+    # encoded once, so that the clients send at once
+    body = json.dumps({"pixels": (rng.random((64, 28, 28)) < 0.2).astype(float).tolist()}).encode()
     results: list[int] = []
 
     def call() -> None:
-        results.append(httpx.post(s.url + "/predict/batch", json=body, timeout=60).status_code)
+        r = httpx.post(s.url + "/predict/batch", content=body, headers={"Content-Type": "application/json"}, timeout=60)
+        results.append(r.status_code)
 
     threads = [threading.Thread(target=call) for _ in range(4)]
     cpu = process_cpu_seconds(s.proc.pid)
     for t in threads:
         t.start()
     deadline = time.monotonic() + 60
-    while process_cpu_seconds(s.proc.pid) - cpu < 0.2:  # the requests are being worked on, not just sent
+    # every request in the service's hands or answered (one not yet taken when the drain begins is refused, not lost),
+    # and being worked on, not just sent
+    while connections_held(s.proc.pid, s.port) + len(results) < 4 or process_cpu_seconds(s.proc.pid) - cpu < 0.2:
         assert time.monotonic() < deadline, "the requests never reached the model"
         time.sleep(0.01)
     s.proc.send_signal(signal.SIGTERM)

@@ -1,12 +1,13 @@
 """Every parser that sees a stranger's bytes takes time linear in them: pathological bodies at sizes n, 4n and 16n.
 
 A quadratic parser (the old JSON depth pre-scan's regex took 25.6 s for 64 KB of escaped quotes) grows 16x from n to
-4n and 256x to 16n; these bounds allow 4x over linear for noise and caches (a dict of 32,000 small keys outgrows caches
-that hold 2,000: on a 2-core AMD EPYC each key cost 2.5x as much, 40.1x the time for 16x the keys), which still
-leaves a quadratic parser 4x over its bound at 16n (at 4n it would sit on the bound: that step catches only worse than
-quadratic). Each time is the best of five, the sizes timed in turn, over enough repetitions to last a few milliseconds,
-so a small input is not all timer noise, with the garbage collector paused: its full passes cost what the whole test
-process holds, not what the parser does."""
+4n and 256x to 16n; these bounds allow 4x over linear for noise and caches, which still leaves a quadratic parser 4x
+over its bound at 16n (at 4n it would sit on the bound: that step catches only worse than quadratic). A dict of small
+keys gets 8x: 32,000 of them outgrow caches that hold 2,000 (on a 2-core AMD EPYC each key cost 2.5x as much, 40.1x the
+time for 16x the keys, with other work on the machine), and a quadratic parser is still 2x over that bound. Each time
+is the best of five, the sizes timed in turn, over enough repetitions to last a few milliseconds, so a small input is
+not all timer noise, with the garbage collector paused: its full passes cost what the whole test process holds, not
+what the parser does."""
 
 from __future__ import annotations
 
@@ -79,12 +80,12 @@ def _repetitions(run: Callable[[], None]) -> int:
         reps *= 4
 
 
-def assert_linear(make: Callable[[int], Any], parse: Callable[[Any], object], n: int) -> None:
-    """make(n), make(4n), make(16n) parsed: no more than linear growth in time, with SLACK."""
+def assert_linear(make: Callable[[int], Any], parse: Callable[[Any], object], n: int, slack: float = SLACK) -> None:
+    """make(n), make(4n), make(16n) parsed: no more than linear growth in time, with `slack`."""
     bodies = {k: make(k * n) for k in (1, 4, 16)}
     times = dict(zip(bodies, seconds(*(lambda body=body: parse(body) for body in bodies.values())), strict=True))
     for k in (4, 16):
-        assert times[k] <= SLACK * k * times[1], f"x{k} the input took {times[k] / times[1]:.1f}x the time: {times}"
+        assert times[k] <= slack * k * times[1], f"x{k} the input took {times[k] / times[1]:.1f}x the time: {times}"
 
 
 def json_object_of_small_keys(n: int) -> bytes:
@@ -104,7 +105,10 @@ JSON_BODIES: dict[str, Callable[[int], bytes]] = {
 
 @pytest.mark.parametrize("make", JSON_BODIES.values(), ids=JSON_BODIES.keys())
 def test_json_parsing_is_linear(make):
-    assert_linear(make, lambda body: parse_json(body, MAX_VALUES), 2000)
+    # the dict outgrows the caches between n and 16n, and another process's work on the machine shrinks what it has of
+    # them: twice the slack, which still leaves a quadratic parser (256x at 16n) twice over the bound
+    slack = 2 * SLACK if make is json_object_of_small_keys else SLACK
+    assert_linear(make, lambda body: parse_json(body, MAX_VALUES), 2000, slack)
 
 
 def test_json_past_the_value_limit_is_refused_in_a_count_not_a_parse():

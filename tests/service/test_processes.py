@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import json
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -22,7 +24,7 @@ import tritonclient.grpc as grpcclient
 
 from bench.loadgen import load
 from harness.payloads import digit_pngs, predict_requests
-from harness.server import REPO, Server, children, free_port, process_cpu_seconds, workers
+from harness.server import REPO, Server, children, connections_held, free_port, process_cpu_seconds, workers
 from tests.needs import missing
 from tests.service.test_loading import new_version, weights_dir
 
@@ -76,26 +78,6 @@ def test_two_processes_answer_as_one_does_and_both_serve(group):
     assert all(process_cpu_seconds(pid) - cpu[pid] > 0.05 for pid in pids), "each worker served some of them"
 
 
-def connections_held(pid: int, port: int) -> int:
-    """Established TCP connections on `port` whose socket the process holds (read from /proc, as `ss -p` reads them)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            link = os.readlink(fd)
-        except OSError:  # closed meanwhile
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[len("socket:[") : -1])
-    held = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            established = fields[3] == "01"
-            if established and int(fields[1].rsplit(":", 1)[1], 16) == port and fields[9] in inodes:
-                held += 1
-    return held
-
-
 def test_keep_alive_clients_connecting_at_once_are_spread_over_the_workers(group):
     """32 clients that open their connections at once and keep them (a load generator, a load balancer's pool): every
     worker holds a share of them while they send uploads, so that every worker serves them, not only whichever woke
@@ -125,6 +107,8 @@ def test_metrics_add_up_over_the_workers_whichever_is_scraped(group):
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         statuses = [r.status_code for r in pool.map(lambda p: predict(server.url, p), PNGS * 2)]
     assert statuses == [200] * len(PNGS) * 2
+    # a request is counted once its answer is sent, a moment after its client may have it
+    wait_for(lambda: counted(httpx.get(server.url + "/metrics").text, "/predict") - before >= len(PNGS) * 2, 10, "every answer counted")
     scrapes = [httpx.get(server.url + "/metrics").text for _ in range(6)]  # each on its own connection: either worker
     assert {counted(text, "/predict") - before for text in scrapes} == {len(PNGS) * 2}
     assert all("capsnet_requests_in_flight" in text and "capsnet_queue_images" in text for text in scrapes)
@@ -213,7 +197,8 @@ def test_a_killed_worker_is_replaced_while_clients_are_answered(tmp_path):
 def test_a_hung_worker_is_not_ready_and_is_replaced(tmp_path):
     """A worker whose event loop stops (SIGSTOP: it holds its connections and answers none) is counted out of the group's
     readiness within CAPSNET_WORKER_STALL_S, killed and replaced; the group is ready again once the replacement is warm."""
-    server = Server({"CAPSNET_PROCESSES": "2", "CAPSNET_WORKER_STALL_S": "2"}, weights=weights_dir(tmp_path)).wait_ready(120)
+    # 4 s: the survivor's mark, renewed every second, keeps 3 s to spare while the replacement warms beside it
+    server = Server({"CAPSNET_PROCESSES": "2", "CAPSNET_WORKER_STALL_S": "4"}, weights=weights_dir(tmp_path)).wait_ready(120)
     try:
         victim, survivor = workers(server.proc.pid)
         os.kill(victim, signal.SIGSTOP)
@@ -239,9 +224,14 @@ def test_sigterm_drains_every_worker_with_nothing_lost(tmp_path):
     server = Server({"CAPSNET_PROCESSES": "2"}, weights=weights_dir(tmp_path)).wait_ready(120)
     pids = workers(server.proc.pid)
     cpu = {pid: process_cpu_seconds(pid) for pid in pids}
-    body = {"images": [base64.b64encode(p).decode() for p in PNGS] * 5}  # 60 images: a request that takes a while
+    # 60 images: a request that takes a while; encoded once, so that the clients send at once
+    body = json.dumps({"images": [base64.b64encode(p).decode() for p in PNGS] * 5}).encode()
+    post = partial(httpx.post, server.url + "/predict/batch", content=body, headers={"Content-Type": "application/json"}, timeout=120)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        futures = [pool.submit(httpx.post, server.url + "/predict/batch", json=body, timeout=120) for _ in range(8)]
+        futures = [pool.submit(post) for _ in range(8)]
+        # every request in a worker's hands or answered (one not yet taken when the drain begins is refused, not lost)
+        taken = lambda: sum(connections_held(pid, server.port) for pid in pids) + sum(f.done() for f in futures)  # noqa: E731
+        wait_for(lambda: taken() >= 8, what="every request taken")
         wait_for(lambda: all(process_cpu_seconds(pid) - cpu[pid] > 0.2 for pid in pids), what="both workers busy")
         server.proc.send_signal(signal.SIGTERM)
         answers = [f.result() for f in futures]

@@ -28,13 +28,21 @@ def images(*ids: float) -> np.ndarray:
     return np.stack([np.full((1, 2, 2), i, np.float32) for i in ids])
 
 
+async def taken(b: Batcher) -> None:
+    """Until the batcher's thread has taken every image submitted so far into a batch: however long a loaded machine
+    takes to schedule that thread, not a fixed sleep that it may outlast."""
+    await asyncio.sleep(0)  # the submits scheduled before this have queued their images
+    while b.queued_images:
+        await asyncio.sleep(0.005)
+
+
 async def held(max_queue: int) -> tuple[Batcher, threading.Event, asyncio.Future]:
     """A batcher of one-image batches whose model holds a first request (id 1) until the gate is set."""
     gate = threading.Event()
     b = Batcher(fake_model([], gate), max_batch=1, max_wait_s=0, max_queue=max_queue)
     b.start()
     first = asyncio.ensure_future(b.submit(images(1), 5))
-    await asyncio.sleep(0.05)
+    await taken(b)
     return b, gate, first
 
 
@@ -68,7 +76,7 @@ def test_a_batch_fetches_what_any_of_its_requests_asked_for_and_each_gets_its_ow
         b = Batcher(run, max_batch=8, max_wait_s=0, max_queue=10)
         b.start()
         first = asyncio.ensure_future(b.submit(images(0), 5))
-        await asyncio.sleep(0.05)  # the first batch is in the model, held by the gate
+        await taken(b)  # the first batch is in the model, held by the gate
         wants = [frozenset({"coupling"}), frozenset({"primary"}), frozenset()]
         waiting = [asyncio.ensure_future(b.submit(images(k + 1, k + 1.5), 5, fetch=f)) for k, f in enumerate(wants)]
         await asyncio.sleep(0.05)
@@ -269,8 +277,7 @@ def test_a_request_given_up_while_queued_leaves_the_queue_at_once_and_never_reac
         b = Batcher(fake_model(calls, gate), max_batch=1, max_wait_s=0, max_queue=4)
         b.start()
         first = asyncio.ensure_future(b.submit(images(1), 5))
-        while b.queued_images:  # until the model holds the first request
-            await asyncio.sleep(0.005)
+        await taken(b)  # the model holds the first request
         progress = Progress()
         PROGRESS.set(progress)  # the request's own, as the middleware gives each request
         waiting = asyncio.ensure_future(b.submit(images(2), 5))

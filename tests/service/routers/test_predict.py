@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import cv2
@@ -193,8 +195,16 @@ def test_concurrent_requests_are_batched_but_kept_apart(server, session):
     images = [(rng.random((28, 28)) < 0.15).astype(np.float32) for _ in range(16)]
     expected = session.run(["lengths"], {"image": np.stack(images)[:, None]})[0]
 
+    bodies = [json.dumps({"pixels": image.tolist()}).encode() for image in images]
+    ready = threading.Barrier(16)
+
     def call(i: int) -> list[float]:
-        r = httpx.post(server.url + "/predict", json={"pixels": images[i].tolist()}, timeout=30)
+        # each client's connection open and its body encoded before any sends: the 16 arrive together however slowly
+        # a busy machine starts the threads
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            assert c.get("/healthz").status_code == 200
+            ready.wait(30)
+            r = c.post("/predict", content=bodies[i], headers={"Content-Type": "application/json"})
         assert r.status_code == 200
         return r.json()["lengths"]
 
