@@ -3,10 +3,14 @@ violations, so that each test can end by asserting that nothing left loopback an
 
 from __future__ import annotations
 
+import time
+import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
 WAIT_MS = 30_000  # one condition on the page (a /predict may take a second on a busy CPU)
+QUIET_MS = 500  # as Playwright's "networkidle": no request for this long (the Figure 4 grid waits 150 ms to start)
+_WATCHES: weakref.WeakKeyDictionary[Any, Watch] = weakref.WeakKeyDictionary()
 
 
 class Watch:
@@ -18,6 +22,9 @@ class Watch:
         self.predict_inflight = 0
         self.predict_max_inflight = 0
         self.predict_count = 0
+        self.inflight = 0  # every request of the page's, for network_quiet
+        self.last_activity = time.monotonic()
+        _WATCHES[page] = self
         page.on("request", self._request)
         page.on("requestfinished", self._done)
         page.on("requestfailed", self._failed)
@@ -32,12 +39,16 @@ class Watch:
 
     def _request(self, req: Any) -> None:
         self.urls.append(req.url)
+        self.inflight += 1
+        self.last_activity = time.monotonic()
         if urlsplit(req.url).path == "/predict":
             self.predict_count += 1
             self.predict_inflight += 1
             self.predict_max_inflight = max(self.predict_max_inflight, self.predict_inflight)
 
     def _done(self, req: Any) -> None:
+        self.inflight -= 1
+        self.last_activity = time.monotonic()
         if urlsplit(req.url).path == "/predict":
             self.predict_inflight -= 1
 
@@ -61,3 +72,14 @@ def open_page(browser: Any, base_url: str, **context_args: Any) -> tuple[Any, An
     page.goto(base_url + "/")
     page.wait_for_selector("#app.is-ready")
     return context, page, watch
+
+
+def network_quiet(page: Any) -> None:
+    """No request of the page's in flight, and none for QUIET_MS: what Playwright's "networkidle" says, but each time it
+    is asked (that state fires once a page, after its load, and is answered at once from then on, so a wait on it after
+    a stroke waits for nothing)."""
+    watch = _WATCHES[page]
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while watch.inflight or time.monotonic() - watch.last_activity < QUIET_MS / 1000:
+        assert time.monotonic() < deadline, f"{watch.inflight} requests still in flight after {WAIT_MS} ms"
+        page.wait_for_timeout(50)  # the browser's events reach the watch meanwhile

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import WEIGHTS
-from tests.static.pages import Watch, open_page
+from tests.static.pages import Watch, network_quiet, open_page
 from tests.static.test_page import ZERO, draw, expect, src, wait_settled, wait_src_change
 
 DELTAS = [-0.25, -0.2, -0.15, -0.1, -0.05, 0.0, 0.05, 0.1, 0.15, 0.2, 0.25]  # the server's /perturb default
@@ -92,7 +92,7 @@ def test_sliders_and_figure_4_draw_in_the_browser_as_the_server_would(session: t
     assert len([u for u in watch.urls if "/decoders/" in u]) == 1
     # Figure 4 is drawn again here once the weights are in: the same grid the server draws for the pose /predict gave
     shown = png_grey(wait_src_change(page, "perturb-grid", served))
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
     assert "/perturb" not in [urlsplit(u).path for u in watch.urls[mark:]]
     last = answers[-1].json()
     digit = last["prediction"]
@@ -114,7 +114,7 @@ def test_a_drag_at_a_200_ms_round_trip_redraws_every_move_without_the_network(se
     slider.focus()
     page.keyboard.press("ArrowLeft")
     expect(page.get_by_test_id("decoder-where")).to_contain_text("Sliders redraw in this browser", timeout=30_000)
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
     before = len(watch.urls)
     seen = [src(page, "reconstruction")]
     for _ in range(30):
@@ -146,7 +146,7 @@ def test_a_file_that_is_not_the_cards_is_refused_and_the_server_draws(browser: A
         with page.expect_response(lambda r: urlsplit(r.url).path == "/reconstruct"):
             page.keyboard.press("ArrowRight")
         wait_src_change(page, "reconstruction", moved)
-        page.wait_for_load_state("networkidle")
+        network_quiet(page)
     finally:
         context.close()
     watch.check()
@@ -172,7 +172,7 @@ def test_a_decoder_not_reached_is_tried_again_at_a_later_touch(browser: Any, bas
         page.wait_for_timeout(3100)  # a touch within 3 s of a failure does not ask again (capsule_decoder.js RETRY_MS)
         page.keyboard.press("ArrowRight")
         expect(where).to_contain_text("Sliders redraw in this browser", timeout=30_000)
-        page.wait_for_load_state("networkidle")
+        network_quiet(page)
     finally:
         context.close()
     assert not watch.foreign()

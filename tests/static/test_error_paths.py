@@ -8,7 +8,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.static.pages import Watch, open_page
+from tests.static.pages import Watch, network_quiet, open_page
 from tests.static.test_page import ZERO, draw, expect, src, wait_predicted, wait_settled
 
 
@@ -20,7 +20,7 @@ def _drop_logged(page: Any, watch: Watch, failed: list[Any], *marks: str) -> Non
     """The browser logs each failed request itself, a moment after the page has shown it: once the network is idle, wait
     until a line has come for every failed response (`failed`; a bound of 10 s), then drop those lines, so that the
     teardown's check sees only the unexpected."""
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
 
     def logged() -> int:
         return sum(any(mark in e for mark in marks) for e in watch.errors)

@@ -27,7 +27,7 @@ from harness.clients import multipart_png
 from harness.page import canvas_box, draw
 from harness.server import Server
 from tests.conftest import WEIGHTS, committed_pairs, fewest
-from tests.static.pages import WAIT_MS, Watch, open_page
+from tests.static.pages import WAIT_MS, Watch, network_quiet, open_page
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "test-output"
@@ -64,7 +64,7 @@ def wait_settled(page: Any) -> None:
     and the requests it set off (the Figure 4 grid, after its own short delay) are answered."""
     expect(page.get_by_test_id("prediction")).to_have_text(re.compile(r"^\d$"), timeout=WAIT_MS)
     expect(page.get_by_test_id("verdict")).to_have_attribute("aria-busy", "false", timeout=WAIT_MS)
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
 
 
 def canvas_ink(page: Any, testid: str) -> int:
@@ -148,7 +148,7 @@ def upload(page: Any, name: str, data: bytes, mime: str = "image/png") -> Any:
 def wait_verdict(page: Any, text: str | re.Pattern) -> None:
     """The verdict reads `text` and nothing is queued or in flight."""
     expect(page.get_by_test_id("verdict")).to_contain_text(text, timeout=WAIT_MS)
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
 
 
 def strip(page: Any) -> list[dict[str, Any]]:
@@ -248,7 +248,7 @@ def test_live_prediction_while_drawing(session: tuple[Any, Watch]) -> None:
         page.mouse.move(x, box["y"] + (0.15 + 0.7 * k / 40) * box["height"])
         if k == 20:
             expect(page.get_by_test_id("prediction")).to_have_text(re.compile(r"^\d$"), timeout=WAIT_MS)
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
     page.mouse.up()
     wait_predicted(page, 1)
     wait_settled(page)
@@ -356,7 +356,7 @@ def test_sliders_drive_the_reconstruction(page: Any) -> None:
     expect(out).to_have_text(re.compile(r"^\+0\.[1-4]\d$"))
     assert float(slider.input_value()) == pytest.approx(float(out.text_content()))
     dragged = wait_src_change(page, "reconstruction", original)
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
 
     # by keyboard: ten presses of ArrowRight on dimension 2
     slider2, out2 = page.get_by_test_id("pose-slider-1"), page.get_by_test_id("pose-out-1")
@@ -365,7 +365,7 @@ def test_sliders_drive_the_reconstruction(page: Any) -> None:
         page.keyboard.press("ArrowRight")
     expect(out2).to_have_text("+0.10")
     wait_src_change(page, "reconstruction", dragged)
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
     OUTPUT.mkdir(exist_ok=True)
     page.screenshot(path=str(OUTPUT / "page.png"), full_page=True)
 
@@ -393,7 +393,7 @@ def test_select_another_capsule(page: Any) -> None:
     assert after_pose != before_pose
     expect(page.locator("#figure-digit")).to_have_text("3")
     wait_src_change(page, "perturb-grid", before_grid)
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
     expect(select).to_have_value("3")
 
 
@@ -528,7 +528,7 @@ def test_whole_session_stays_local_and_clean(session: tuple[Any, Watch]) -> None
     wait_settled(page)
     page.locator("#show-coupling").uncheck()
     page.get_by_test_id("clear").click()
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
     paths = {urlsplit(u).path for u in watch.urls if urlsplit(u).scheme == "http"}
     assert {"/", "/static/app.js", "/static/style.css", "/predict", "/reconstruct", "/perturb"} <= paths
     watch.check()
@@ -754,13 +754,13 @@ def test_counterfactual_tile_selects_capsule(page: Any) -> None:
     assert after_pose != before_pose
     expect(page.locator("#figure-digit")).to_have_text("3")
     wait_src_change(page, "perturb-grid", before_grid)
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
 
     # a slider moves capsule 3's pose, not the winner's
     page.get_by_test_id("pose-slider-0").focus()
     page.keyboard.press("End")
     wait_src_change(page, "reconstruction", tile_src)
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
     expect(page.locator("#recon-digit")).to_have_text("3")
     page.get_by_test_id("reset-sliders").click()
     expect(page.get_by_test_id("reconstruction")).to_have_attribute("src", tile_src)
@@ -775,7 +775,7 @@ def test_counterfactual_tile_selects_capsule(page: Any) -> None:
     select.select_option("8")
     expect(page.get_by_test_id("counterfactual-8")).to_have_attribute("aria-pressed", "true")
     assert [t["pressed"] for t in strip(page)].count("true") == 1
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
 
 
 def test_a_server_not_reached_is_said_in_plain_words(browser: Any, base_url: str) -> None:
@@ -826,7 +826,7 @@ def test_failed_upload_clears_result(session: tuple[Any, Watch], name: str, data
     assert all(not t["enabled"] and t["src"] is None and t["error"] == "\u2013" for t in strip(page))
     expect(page.get_by_test_id("pose-slider-0")).to_be_disabled()
     assert canvas_ink(page, "routing-heatmap") == 0
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
     # the browser logs the failed request itself; nothing else went wrong
     watch.errors = [e for e in watch.errors if not re.search(rf"status of {status}\b", e)]
 
@@ -860,7 +860,7 @@ def test_a_file_named_as_an_image_that_holds_none_is_told_at_once(session: tuple
     expect(page.get_by_test_id("pair-verdict")).to_have_text(
         "\u201ctwo.jpg\u201d is named as an image (JPEG) but holds none this browser can read."
     )
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
     assert sent == [], f"sent to the service: {sent}"
     watch.check()
 
@@ -1158,7 +1158,7 @@ def test_probe_sliders_transform_what_the_network_sees(session: tuple[Any, Watch
     )
     page.get_by_test_id("transform-scale").fill("0.8")
     expect(page.get_by_test_id("probe-axis")).to_have_value("scale")
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
     OUTPUT.mkdir(exist_ok=True)
     page.locator(".card-probe").screenshot(path=str(OUTPUT / "probe.png"))
     page.get_by_test_id("clear").click()
@@ -1208,7 +1208,7 @@ def test_two_digits_drawn_in_two_colours_are_pulled_apart(session: tuple[Any, Wa
     # the drawing's last answer in: each answer starts its sliders from zero, so one still on its way when the slider
     # below is moved would take it back (on a busy machine the live answers lag the pen)
     expect(page.get_by_test_id("pair-verdict")).to_have_attribute("aria-busy", "false", timeout=WAIT_MS)
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
     if committed_pairs():  # the trained network sees two digits (an untrained stand-in may not)
         expect(page.get_by_test_id("pair-verdict")).to_contain_text("Two digits")
     colours = overlay_colours(page)

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.static.pages import Watch
+from tests.static.pages import Watch, network_quiet
 from tests.static.test_page import ONE, OUTPUT, PAIR, SEVEN_BAR, WAIT_MS, ZERO, draw, expect, overlay_colours, predictions, slider_names
 
 LEFT_ONE = [[(x * 0.6 + 0.05, y) for x, y in stroke] for stroke in ONE]
@@ -311,7 +311,7 @@ def test_a_failed_read_says_so_and_leaves_no_earlier_answer_on_show(session: tup
     settled(page)
     expect(page.get_by_test_id("pair-verdict")).to_contain_text("Could not read the digits: HTTP 502")
     assert page.get_by_test_id("pair-alone-1").get_attribute("src") is None
-    page.wait_for_load_state("networkidle")
+    network_quiet(page)
     for _ in range(100):  # the browser logs each failed response itself, a moment after the page has shown it
         if sum("status of 502" in e for e in watch.errors) >= len(failed):
             break
