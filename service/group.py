@@ -30,7 +30,12 @@ class ProcessGroup:
     def mark_ready(self) -> None:
         """Warm, and alive: written once the models are warm, then again every second by the worker's event loop, so
         that a worker whose loop hangs stops being counted (and is replaced: stalled)."""
-        (self.directory / "ready" / str(os.getpid())).touch()
+        mark = self.directory / "ready" / str(os.getpid())
+        mark.touch()
+        # stamped with the system's monotonic clock, not the wall clock, which a clock set forward would make every mark
+        # look old by
+        now = time.monotonic()
+        os.utime(mark, (now, now))
 
     def mark_gone(self, pid: int | None = None) -> None:
         (self.directory / "ready" / str(pid or os.getpid())).unlink(missing_ok=True)
@@ -46,7 +51,7 @@ class ProcessGroup:
         if not self.stall_s:
             return None
         try:
-            age = time.time() - (self.directory / "ready" / str(pid)).stat().st_mtime
+            age = time.monotonic() - (self.directory / "ready" / str(pid)).stat().st_mtime
         except FileNotFoundError:
             return None
         return age if age > self.stall_s else None

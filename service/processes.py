@@ -56,6 +56,7 @@ log = logging.getLogger("capsnet.processes")
 STARTUP_FAILURE = 3  # uvicorn's code for a server that never started
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client reads it when imported
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PAUSED_S = 2.0  # a supervisor's round this long after the last: the process was paused (rounds come every 0.5 s)
 
 
 def configure_logging(s: Settings) -> None:
@@ -146,6 +147,7 @@ class Supervisor:
         self.workers: list[multiprocessing.process.BaseProcess] = []
         self.stopping_since: float | None = None
         self.code = 0
+        self.awake_since = self.last_round = time.monotonic()  # when this process last resumed after a pause; its last round
 
     def run(self) -> int:
         s = self.settings
@@ -171,8 +173,11 @@ class Supervisor:
             self.workers = [self._start(address, group) for _ in range(s.processes)]
             while self.workers:
                 info = signal.sigtimedwait(HANDLED, 0.5)
-                if info is not None:
+                # CPython answers a wait cut short by a stop and a continue (SIGSTOP, a paused container) once its
+                # timeout is past with a siginfo never filled in: a number that names no signal
+                if info is not None and info.si_signo in HANDLED:
                     self._on_signal(info.si_signo, info.si_pid)
+                self._note_pause()
                 self._kill_stalled(group)
                 self._reap(address, group)
                 self._hurry()
@@ -216,10 +221,19 @@ class Supervisor:
                 if worker.exitcode is None:
                     worker.kill()
 
+    def _note_pause(self) -> None:
+        """A round long after the last (they come every half second): this process did not run meanwhile (its container
+        paused, the machine suspended, the process group stopped), and its workers may not have either."""
+        now = time.monotonic()
+        if now - self.last_round > PAUSED_S:
+            self.awake_since = now
+        self.last_round = now
+
     def _kill_stalled(self, group: ProcessGroup) -> None:
         """A warm worker whose event loop has stopped renewing its mark is killed, then replaced as one that died: hung, it
-        would hold the connections the kernel hands it, and answer none (a drain is judged by _hurry instead)."""
-        if self.stopping_since is not None:
+        would hold the connections the kernel hands it, and answer none (a drain is judged by _hurry instead). After a
+        pause of this process the workers first get a whole stall limit to renew their marks: paused with it, none hung."""
+        if self.stopping_since is not None or time.monotonic() - self.awake_since < group.stall_s:
             return
         for worker in self.workers:
             if worker.exitcode is None and (age := group.stalled(worker.pid)) is not None:  # type: ignore[arg-type]

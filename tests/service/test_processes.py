@@ -41,6 +41,13 @@ def counted(metrics: str, endpoint: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
+def ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/readyz", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 def wait_for(condition, timeout: float = 60.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -215,6 +222,30 @@ def test_a_hung_worker_is_not_ready_and_is_replaced(tmp_path):
         assert survivor in workers(server.proc.pid)
         assert [predict(server.url, png).status_code for png in PNGS] == [200] * len(PNGS)
         assert f"worker {victim} has not marked itself alive" in server.output()
+    finally:
+        server.stop()
+
+
+def test_a_group_paused_whole_is_not_taken_for_hung_workers(tmp_path):
+    """The whole group stopped and resumed (a container paused, a machine suspended, the process group sent SIGSTOP):
+    the supervisor goes on (its wait for signals, cut short by the stop, returned a signal number that names none, and
+    it stopped), and as no worker renewed its mark meanwhile, the supervisor's own rounds included, none is hung: the
+    supervisor, resumed first, gives them a full CAPSNET_WORKER_STALL_S to renew their marks before it judges them."""
+    server = Server({"CAPSNET_PROCESSES": "2", "CAPSNET_WORKER_STALL_S": "4"}, weights=weights_dir(tmp_path)).wait_ready(120)
+    try:
+        pids = workers(server.proc.pid)
+        for pid in [*pids, server.proc.pid]:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(6)  # longer than the stall limit
+        os.kill(server.proc.pid, signal.SIGCONT)
+        time.sleep(1)  # the workers resumed a second later
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        wait_for(lambda: ready(server.url), what="ready after the pause")
+        time.sleep(5)  # past the stall limit since the supervisor resumed
+        assert sorted(workers(server.proc.pid)) == sorted(pids), "a worker of the paused group was killed"
+        assert "has not marked itself alive" not in server.output()
+        assert [predict(server.url, png).status_code for png in PNGS[:4]] == [200] * 4
     finally:
         server.stop()
 
