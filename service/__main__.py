@@ -14,7 +14,8 @@ from service.group import HANDLED
 # The supervisor waits for these signals on its main thread (sigtimedwait), and the kernel hands a signal sent to the
 # process to any thread that does not block it: there it would take the default action, killing the supervisor with no
 # drain, or, the process being a container's PID 1, being dropped, and the container killed at the end of its stop
-# grace period. One process alone unblocks them on its main thread again (service/processes.py: main).
+# grace period. Serving, a process unblocks each on its main thread once it has a handler for it (service/processes.py,
+# service/app.py).
 signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
 
 from service.processes import main  # noqa: E402

@@ -83,21 +83,28 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     if grpc_server is not None:
         state.on_drain.append(partial(grpc_server.draining, s.graceful_timeout_s))
     owns_process = app.state.load_in_background or group is not None
+    # `python -m service` keeps these blocked from its start (service/__main__.py) until they have a handler: one that came
+    # earlier, while the models loaded, waits for it rather than taking its default action (ending the process)
     if owns_process:  # SIGHUP loads the weights directory again without downtime (service/loading.py); uvicorn leaves it to the app
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, loading.on_hangup, state)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
     if group is not None:
         state.unloaded = group.unloaded()  # the group's, when this worker replaces one
         asyncio.get_running_loop().add_signal_handler(UNLOAD_OTHERS, _unload_as_told, state, group)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {UNLOAD_OTHERS})
         group.mark_ready()
         refreshing = asyncio.create_task(_tick(state, group))
     try:
         yield
     finally:
+        # blocked again before their handlers go: a late one waits unread rather than ending a process that is draining
         if group is not None:
             group.mark_gone()
+            signal.pthread_sigmask(signal.SIG_BLOCK, {UNLOAD_OTHERS})
             asyncio.get_running_loop().remove_signal_handler(UNLOAD_OTHERS)
             refreshing.cancel()
         if owns_process:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         if starting is not None and not starting.done():
             starting.cancel()

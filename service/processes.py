@@ -56,6 +56,7 @@ log = logging.getLogger("capsnet.processes")
 STARTUP_FAILURE = 3  # uvicorn's code for a server that never started
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client reads it when imported
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+STOPPING = {signal.SIGTERM, signal.SIGINT}  # uvicorn's
 PAUSED_S = 2.0  # a supervisor's round this long after the last: the process was paused (rounds come every 0.5 s)
 
 
@@ -131,7 +132,8 @@ def port_socket(host: str, port: int) -> socket.socket:
 
 def _worker(address: tuple[str, int], group: ProcessGroup) -> None:
     """A worker process's entry (spawned: a fresh interpreter, whose environment names the metrics directory)."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)  # the supervisor's mask outlives the exec
+    # the supervisor's mask outlives the exec: uvicorn's signals unblocked, the app's once it has their handlers (app.py)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)
     _drain_when_orphaned(group.supervisor)
     s = get_settings()
     configure_logging(s)
@@ -262,7 +264,9 @@ class Supervisor:
 def main() -> None:
     s = get_settings()
     configure_logging(s)
-    if s.processes == 1:  # uvicorn's handlers take the signals, on this thread (the others keep them blocked)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
+    if s.processes == 1:
+        # SIGTERM and SIGINT for uvicorn's handlers, on this thread (the others keep them blocked); SIGHUP once the app
+        # has its handler (app.py)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)
         sys.exit(serve(s))
     sys.exit(Supervisor(s).run())

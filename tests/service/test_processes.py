@@ -250,6 +250,21 @@ def test_a_group_paused_whole_is_not_taken_for_hung_workers(tmp_path):
         server.stop()
 
 
+def test_a_sighup_while_the_workers_start_is_taken_once_they_can(tmp_path):
+    """SIGHUP (a reload) sent as the group starts: the supervisor passes it on to workers still loading, which hold it
+    until they can reload, rather than being ended by it and replaced."""
+    server = Server({"CAPSNET_PROCESSES": "2"}, weights=weights_dir(tmp_path))
+    try:
+        time.sleep(0.3)  # the supervisor is up, the workers are not warm
+        server.proc.send_signal(signal.SIGHUP)
+        server.wait_ready(120)
+        time.sleep(2)  # the reloads the workers took
+        assert "died" not in server.output(), server.output()[-2000:]
+        assert len(workers(server.proc.pid)) == 2 and ready(server.url)
+    finally:
+        server.stop()
+
+
 def test_sigterm_drains_every_worker_with_nothing_lost(tmp_path):
     """Requests in flight on both workers when the supervisor gets SIGTERM are all answered; then it exits 0."""
     server = Server({"CAPSNET_PROCESSES": "2"}, weights=weights_dir(tmp_path)).wait_ready(120)
